@@ -1,0 +1,36 @@
+# gpugen: make help lists the targets.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.DEFAULT_GOAL := help
+.PHONY: help render check test tools validate clean-venv
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+render: $(VENV)/.installed ## Render gpu_classes.yaml into rendered/ and bootstrap/ (a no-op render touches no file)
+	$(PY) -m generator render
+
+check: $(VENV)/.installed ## Fail (exit 1) listing added/changed/removed files if rendered/ or bootstrap/ is stale
+	$(PY) -m generator render --check
+
+tools: ## Build the pinned upstream tools (kubeconform, etcd, kube-apiserver, kyverno, kueue) into ~/.cache/gpugen
+	bash tools/build.sh
+
+validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real kube-apiserver dry-run tier
+	bash tools/kubeconform.sh
+	$(PY) -m pytest -q tests/validation
+
+test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (real tools included), drift check
+	$(PY) -m pytest -q
+	$(PY) -m generator render --check
+
+clean-venv: ## Remove the virtualenv (the tool cache in ~/.cache/gpugen is kept)
+	rm -rf $(VENV)

@@ -1,0 +1,26 @@
+"""Pure functions from a validated Inventory to Kubernetes objects, one module per upstream API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.build import argocd, kueue, kyverno, rbac, trainer
+from generator.inventory.models import Inventory
+
+
+def synced_objects(inventory: Inventory) -> list[dict[str, Any]]:
+    """Everything Argo CD syncs from the rendered tree, each with its sync wave."""
+    objects = [
+        *trainer.runtimes(inventory),
+        *kueue.resource_flavors(inventory),
+        *kueue.cluster_queues(inventory),
+        *kueue.local_queues(inventory),
+        *kyverno.policies(inventory),
+        *rbac.rbac(inventory),
+    ]
+    return [argocd.with_sync_wave(obj) for obj in objects]
+
+
+def bootstrap_objects(inventory: Inventory) -> list[dict[str, Any]]:
+    """Applied once by hand (kubectl apply -f bootstrap/): the Application that syncs the rest."""
+    return [argocd.application(inventory)]

@@ -1,0 +1,107 @@
+"""Kueue (kueue.x-k8s.io/v1beta2): a ResourceFlavor per GPU class, a ClusterQueue per research group,
+a LocalQueue named `default` in each group namespace.
+
+Kueue tries a ClusterQueue's flavors in order and skips those whose nodeLabels conflict with a pod's
+nodeSelector; the flavor's nodeLabels are exactly the runtime's nodeSelector, so picking torch-<class>
+picks that class's flavor. A LocalQueue named `default` makes Kueue label unlabelled jobs itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.build.common import metadata
+from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts, allocated_pods, flavor_name
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+DEFAULT_LOCAL_QUEUE = "default"
+# One resource group; `pods` guarantees every pod set gets a flavor even when it asks for no GPU.
+# Each flavor must list its resources in exactly this order (Kueue webhook rule).
+COVERED_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
+_INVENTORY_FIELD = {"cpu": "cpu", "memory": "memory", "nvidia.com/gpu": "gpus", "pods": "pods"}
+
+
+def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": dict(sorted(gpu_class.nodeSelector.items()))}
+    if gpu_class.tolerations:
+        # Kueue adds these on admission, so plain Jobs admitted on this flavor tolerate the class's taints too.
+        spec["tolerations"] = [t.model_dump(exclude_none=True) for t in gpu_class.tolerations]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": metadata(inventory, flavor_name(class_name, gpu_class), annotations={"gpugen/gpu-class": class_name}),
+        "spec": spec,
+    }
+
+
+def _flavor_resources(allocation: Allocation, gpu_class: GpuClass) -> list[dict[str, Any]]:
+    nominal = {
+        "cpu": str(allocation.cpu),
+        "memory": str(allocation.memory),
+        "nvidia.com/gpu": str(allocation.gpus),
+        "pods": str(allocated_pods(allocation, gpu_class)),
+    }
+    resources = []
+    for resource in COVERED_RESOURCES:
+        entry: dict[str, Any] = {"name": resource, "nominalQuota": nominal[resource]}
+        for kind in ("borrowingLimit", "lendingLimit"):
+            limits: ResourceAmounts | None = getattr(allocation, kind)
+            value = getattr(limits, _INVENTORY_FIELD[resource]) if limits else None
+            if value is not None:
+                entry[kind] = str(value)
+        resources.append(entry)
+    return resources
+
+
+def cluster_queue(inventory: Inventory, group_name: str, group: Group) -> dict[str, Any]:
+    flavors = [
+        {"name": flavor_name(class_name, inventory.classes[class_name]),
+         "resources": _flavor_resources(allocation, inventory.classes[class_name])}
+        for class_name, allocation in sorted(group.allocations.items())
+    ]
+    spec: dict[str, Any] = {}
+    if group.cohort:
+        spec["cohortName"] = group.cohort
+    # Explicit: a null selector admits no namespace, {} admits all.
+    spec["namespaceSelector"] = {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(group.namespaces),
+    }]}
+    spec["resourceGroups"] = [{"coveredResources": list(COVERED_RESOURCES), "flavors": flavors}]
+    # Server-side defaults (Kueue v1beta2 CRD), written out so Argo CD sees no drift.
+    spec["queueingStrategy"] = "BestEffortFIFO"
+    spec["stopPolicy"] = "None"
+    spec["preemption"] = {
+        "borrowWithinCohort": {"policy": "Never"},
+        "reclaimWithinCohort": group.reclaimWithinCohort,
+        "withinClusterQueue": "Never",
+    }
+    spec["flavorFungibility"] = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+    annotations = {"gpugen/description": group.description} if group.description else None
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": metadata(inventory, group_name, annotations=annotations),
+        "spec": spec,
+    }
+
+
+def local_queue(inventory: Inventory, group_name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": metadata(inventory, DEFAULT_LOCAL_QUEUE, namespace=namespace),
+        "spec": {"clusterQueue": group_name, "stopPolicy": "None"},
+    }
+
+
+def resource_flavors(inventory: Inventory) -> list[dict[str, Any]]:
+    return [resource_flavor(inventory, name, gpu_class) for name, gpu_class in sorted(inventory.classes.items())]
+
+
+def cluster_queues(inventory: Inventory) -> list[dict[str, Any]]:
+    return [cluster_queue(inventory, name, group) for name, group in sorted(inventory.groups.items())]
+
+
+def local_queues(inventory: Inventory) -> list[dict[str, Any]]:
+    return [local_queue(inventory, name, namespace)
+            for name, group in sorted(inventory.groups.items()) for namespace in sorted(group.namespaces)]

@@ -1,0 +1,206 @@
+"""The inventory schema: what a platform engineer may write in gpu_classes.yaml.
+
+Strict on purpose: unknown keys are errors (a typo must not silently drop a setting), and no type coercion
+(a label value written `yes` is a YAML 1.1 boolean, not the string "yes").
+Rules that span several objects live in rules.py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from generator.inventory.quantity import parse_quantity
+
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN)
+# [registry[:port]/]path[:tag][@digest] — the reference grammar of the distribution project, simplified.
+_IMAGE = re.compile(
+    r"^(?P<name>(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+
+
+def _label_key(key: str) -> str:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+        raise ValueError(f"label key {key!r}: prefix must be a DNS subdomain")
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        raise ValueError(f"label key {key!r}: name must be at most 63 alphanumerics, '-', '_' or '.'")
+    return key
+
+
+def _label_value(value: str) -> str:
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        raise ValueError(f"label value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'")
+    return value
+
+
+def _quantity(value: str | int) -> str:
+    text = str(value)
+    parse_quantity(text)
+    return text
+
+
+def _image(ref: str) -> str:
+    match = _IMAGE.match(ref)
+    if not match:
+        raise ValueError(f"{ref!r} is not a well-formed image reference (registry/path:tag or @sha256:...)")
+    if match["digest"] is None:
+        if match["tag"] is None:
+            raise ValueError(f"image {ref!r} has no tag: pin a version tag or a digest")
+        if match["tag"] == "latest":
+            raise ValueError(f"image {ref!r} uses ':latest': pin a version tag or a digest")
+    return ref
+
+
+def _absolute_path(path: str) -> str:
+    if not path.startswith("/") or "//" in path or path != "/" and path.endswith("/"):
+        raise ValueError(f"{path!r} must be an absolute path without a trailing '/'")
+    return path
+
+
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS1123_LABEL, max_length=63)]
+DnsSubdomain = Annotated[str, StringConstraints(pattern=DNS1123_SUBDOMAIN, max_length=253)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+# int for `cpu: 72`; str for `memory: 480Gi` or `cpu: 500m`.
+Quantity = Annotated[str | int, Field(union_mode="left_to_right"), AfterValidator(_quantity)]
+ImageRef = Annotated[str, AfterValidator(_image)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(ge=1)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class VolumeClaim(Strict):
+    claimName: DnsSubdomain
+    mountPath: AbsolutePath
+
+
+class Storage(Strict):
+    """PVCs mounted into every Job pod in a research namespace (home at /personal)."""
+
+    home: VolumeClaim
+    workspace: VolumeClaim
+
+
+class GitOps(Strict):
+    """Where Argo CD finds the rendered tree."""
+
+    repoURL: Annotated[str, StringConstraints(min_length=1)]
+    targetRevision: Annotated[str, StringConstraints(min_length=1)]
+    path: Annotated[str, StringConstraints(min_length=1)] = "rendered"
+    applicationName: DnsSubdomain
+    applicationNamespace: DnsLabel = "argocd"
+    project: DnsSubdomain = "default"
+
+
+class Controllers(Strict):
+    """Identities (request.userInfo.username) of the controllers that policies must let through.
+
+    Defaults are the service accounts of the upstream installation manifests.
+    """
+
+    kueue: str = "system:serviceaccount:kueue-system:kueue-controller-manager"
+    trainer: str = "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager"
+    jobset: str = "system:serviceaccount:kubeflow-system:jobset-controller-manager"
+    job: str = "system:serviceaccount:kube-system:job-controller"
+
+
+class Cluster(Strict):
+    name: DnsLabel
+    gpuClassLabel: LabelKey
+    storage: Storage
+    cacheEnv: dict[EnvName, str]
+    gitops: GitOps
+    controllers: Controllers = Controllers()
+
+
+class Toleration(Strict):
+    key: LabelKey | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None
+
+
+class NodeResources(Strict):
+    """Allocatable resources of ONE node of a class (kubectl get node -o jsonpath='{.status.allocatable}')."""
+
+    gpus: Positive
+    cpu: Quantity
+    memory: Quantity
+    pods: Positive = 110
+
+
+class GpuClass(Strict):
+    description: str = ""
+    arch: Literal["arm64", "amd64"]
+    nodeSelector: dict[LabelKey, LabelValue] = Field(min_length=1)
+    flavor: DnsSubdomain | None = None
+    image: ImageRef
+    nodes: Positive
+    perNode: NodeResources
+    tolerations: list[Toleration] = []
+    numNodes: Positive = 1
+
+
+class ResourceAmounts(Strict):
+    """A partial set of resources, for borrowing and lending limits (unset = no limit)."""
+
+    gpus: Count | None = None
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+    pods: Count | None = None
+
+
+class Allocation(Strict):
+    """A group's nominal quota on one class. pods defaults to the class's pods per GPU times gpus."""
+
+    gpus: Count
+    cpu: Quantity
+    memory: Quantity
+    pods: Count | None = None
+    borrowingLimit: ResourceAmounts | None = None
+    lendingLimit: ResourceAmounts | None = None
+
+
+class Group(Strict):
+    description: str = ""
+    namespaces: list[DnsLabel] = Field(min_length=1)
+    cohort: DnsSubdomain | None = None
+    reclaimWithinCohort: Literal["Never", "LowerPriority", "Any"] = "Never"
+    allocations: dict[str, Allocation] = Field(min_length=1)
+
+
+class Inventory(Strict):
+    cluster: Cluster
+    classes: dict[DnsLabel, GpuClass] = Field(min_length=1)
+    groups: dict[DnsSubdomain, Group] = Field(min_length=1)
+
+
+def flavor_name(name: str, gpu_class: GpuClass) -> str:
+    return gpu_class.flavor or name
+
+
+def runtime_name(class_name: str) -> str:
+    return f"torch-{class_name}"
+
+
+def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
+    """Pods quota: explicit, or the share of the class's pod slots that matches the GPU share."""
+    if allocation.pods is not None:
+        return allocation.pods
+    per_node = gpu_class.perNode
+    return allocation.gpus * per_node.pods // per_node.gpus

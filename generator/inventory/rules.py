@@ -1,0 +1,161 @@
+"""Rules that span several parts of the inventory, checked before anything is written.
+
+Some of these mirror checks that only Kueue's admission webhook makes (no schema, no CEL), so a server-side
+dry-run without Kueue running would let them through and the sync would fail in the cluster. Others guard
+what no Kubernetes component checks at all: Kueue never compares quotas with node capacity.
+Each rule returns (location, reason) pairs; load.py turns locations into file:line:column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+
+from generator.inventory.models import (
+    Allocation,
+    Inventory,
+    ResourceAmounts,
+    allocated_pods,
+    flavor_name,
+    runtime_name,
+)
+from generator.inventory.quantity import format_total, parse_quantity
+
+Finding = tuple[tuple[str | int, ...], str]
+
+# Variables the seed page promises; each must point under the home mount so caches survive pod restarts.
+REQUIRED_CACHE_ENV = ("HF_HOME", "TORCH_HOME", "PIP_CACHE_DIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR")
+RESERVED_MOUNT_PATHS = ("/dev/shm",)
+# Inventory resource name -> (Kubernetes resource name, shown with binary suffixes).
+RESOURCES = {"cpu": ("cpu", False), "memory": ("memory", True), "gpus": ("nvidia.com/gpu", False), "pods": ("pods", False)}
+
+
+def check_inventory(inventory: Inventory) -> list[Finding]:
+    return [
+        *_check_cluster(inventory),
+        *_check_classes(inventory),
+        *_check_groups(inventory),
+        *_check_capacity(inventory),
+    ]
+
+
+def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
+    storage = inventory.cluster.storage
+    home = storage.home.mountPath
+    env = inventory.cluster.cacheEnv
+    for name in REQUIRED_CACHE_ENV:
+        if name not in env:
+            yield ("cluster", "cacheEnv"), f"{name} is missing: the runtimes must point it under {home}"
+    for name, value in env.items():
+        if not (value == home or value.startswith(home + "/")):
+            yield ("cluster", "cacheEnv", name), f"{value!r} is not under the home mount {home}: caches there do not survive pod restarts"
+    if storage.workspace.mountPath == home:
+        yield ("cluster", "storage", "workspace", "mountPath"), f"home and workspace cannot both mount at {home}"
+    if storage.workspace.claimName == storage.home.claimName:
+        yield ("cluster", "storage", "workspace", "claimName"), "home and workspace must be different claims"
+    for which in ("home", "workspace"):
+        if getattr(storage, which).mountPath in RESERVED_MOUNT_PATHS:
+            yield ("cluster", "storage", which, "mountPath"), "/dev/shm is the runtimes' memory-backed shared memory"
+
+
+def _check_classes(inventory: Inventory) -> Iterator[Finding]:
+    label = inventory.cluster.gpuClassLabel
+    class_by_value: dict[str, str] = {}
+    class_by_flavor: dict[str, str] = {}
+    for name, gpu_class in inventory.classes.items():
+        where = ("classes", name)
+        if len(runtime_name(name)) > 63:
+            yield where, f"runtime name {runtime_name(name)!r} is longer than 63 characters: shorten the class name"
+        value = gpu_class.nodeSelector.get(label)
+        if value is None:
+            yield where + ("nodeSelector",), (
+                f"must set the cluster's GPU class label {label!r}: Kueue matches flavors only on keys they declare, "
+                "so a class without it would match every node")
+        elif value in class_by_value:
+            yield where + ("nodeSelector", label), f"{label}={value} already selects class {class_by_value[value]!r}"
+        else:
+            class_by_value[value] = name
+        flavor = flavor_name(name, gpu_class)
+        if flavor in class_by_flavor:
+            yield where + ("flavor",), f"flavor {flavor!r} is already used by class {class_by_flavor[flavor]!r}"
+        class_by_flavor[flavor] = name
+        if gpu_class.numNodes > gpu_class.nodes:
+            yield where + ("numNodes",), f"default numNodes {gpu_class.numNodes} exceeds the class's {gpu_class.nodes} nodes"
+        for index, toleration in enumerate(gpu_class.tolerations):
+            if toleration.operator == "Exists" and toleration.value is not None:
+                yield where + ("tolerations", index, "value"), "must be empty when operator is Exists"
+            if toleration.key is None and toleration.operator != "Exists":
+                yield where + ("tolerations", index, "operator"), "must be Exists when key is empty"
+            if toleration.tolerationSeconds is not None and toleration.effect != "NoExecute":
+                yield where + ("tolerations", index, "tolerationSeconds"), "needs effect NoExecute"
+
+
+def _check_groups(inventory: Inventory) -> Iterator[Finding]:
+    owner: dict[str, str] = {}
+    for name, group in inventory.groups.items():
+        seen_here: set[str] = set()
+        for index, namespace in enumerate(group.namespaces):
+            where = ("groups", name, "namespaces", index)
+            if namespace in seen_here:
+                yield where, f"namespace {namespace!r} is listed twice"
+            elif namespace in owner:
+                yield where, f"namespace {namespace!r} already belongs to group {owner[namespace]!r}"
+            seen_here.add(namespace)
+            owner.setdefault(namespace, name)
+        for class_name, allocation in group.allocations.items():
+            where = ("groups", name, "allocations", class_name)
+            if class_name not in inventory.classes:
+                yield where, f"unknown class {class_name!r} (classes: {', '.join(sorted(inventory.classes))})"
+                continue
+            yield from _check_limits(group.cohort, allocation, inventory.classes[class_name], where)
+
+
+def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) -> Iterator[Finding]:
+    # Kueue's webhook: limits need a cohort; lendingLimit <= nominalQuota.
+    for kind in ("borrowingLimit", "lendingLimit"):
+        limits: ResourceAmounts | None = getattr(allocation, kind)
+        if limits is None:
+            continue
+        if cohort is None:
+            yield where + (kind,), f"{kind} needs the group to have a cohort"
+        if kind != "lendingLimit":
+            continue
+        for resource in RESOURCES:
+            limit = getattr(limits, resource)
+            if limit is None:
+                continue
+            nominal = _amount(allocation, resource, gpu_class)
+            if parse_quantity(str(limit)) > nominal:
+                yield where + (kind, resource), f"lends {limit}, more than the nominal {resource} quota {_show(resource, nominal)}"
+
+
+def _amount(allocation: Allocation, resource: str, gpu_class) -> Decimal:
+    if resource == "pods":
+        return Decimal(allocated_pods(allocation, gpu_class))
+    return parse_quantity(str(getattr(allocation, resource)))
+
+
+def _show(resource: str, value: Decimal) -> str:
+    return format_total(value, binary=RESOURCES[resource][1])
+
+
+def _check_capacity(inventory: Inventory) -> Iterator[Finding]:
+    """Sum of nominal quotas per class and resource <= nodes x per-node allocatable: Kueue never checks this."""
+    for class_name, gpu_class in inventory.classes.items():
+        holders = [(group_name, group.allocations[class_name]) for group_name, group in inventory.groups.items()
+                   if class_name in group.allocations]
+        for resource in RESOURCES:
+            capacity = parse_quantity(str(getattr(gpu_class.perNode, resource))) * gpu_class.nodes
+            running = Decimal(0)
+            tipping_point = None  # the first allocation (in file order) that takes the sum past capacity
+            for group_name, allocation in holders:
+                running += _amount(allocation, resource, gpu_class)
+                if running > capacity and tipping_point is None:
+                    tipping_point = ("groups", group_name, "allocations", class_name, resource)
+            if tipping_point is not None:
+                shares = ", ".join(f"{group} {_show(resource, _amount(allocation, resource, gpu_class))}"
+                                   for group, allocation in holders)
+                yield tipping_point, (
+                    f"class {class_name} {resource} oversubscribed: groups are allocated {_show(resource, running)} "
+                    f"({shares}) but {gpu_class.nodes} nodes x {getattr(gpu_class.perNode, resource)} = "
+                    f"{_show(resource, capacity)}")
