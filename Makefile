@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check test tools validate clean-venv
+.PHONY: help render check plan schema test tools validate clean-venv
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -20,6 +20,12 @@ render: $(VENV)/.installed ## Render gpu_classes.yaml into rendered/ and bootstr
 
 check: $(VENV)/.installed ## Fail (exit 1) listing added/changed/removed files if rendered/ or bootstrap/ is stale
 	$(PY) -m generator render --check
+
+schema: $(VENV)/.installed ## Re-export the inventory's JSON Schema for editors (schema/gpu_classes.schema.json)
+	$(PY) -m generator schema --out schema/gpu_classes.schema.json
+
+plan: $(VENV)/.installed ## What the inventory change does to the cluster, against the committed tree (BASE=HEAD)
+	$(PY) -m generator plan --base $(or $(BASE),HEAD)
 
 tools: ## Build the pinned upstream tools (kubeconform, etcd, kube-apiserver, kyverno, kueue) into ~/.cache/gpugen
 	bash tools/build.sh

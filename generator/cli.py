@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
-from generator.inventory import InventoryInvalid, load_inventory
+from generator.gitfiles import GitError, files_at
+from generator.inventory import InventoryInvalid, edit, load_inventory
+from generator.inventory.edit import EditRefused, apply_edit
+from generator.inventory.models import json_schema
+from generator.plan import GITHUB_COMMENT_LIMIT, format_markdown, format_text, make_plan
 from generator.tree import render_trees
-from generator.write import NotOurDirectory, diff_tree, ensure_replaceable, write_tree
+from generator.write import (
+    NotOurDirectory,
+    diff_file,
+    diff_tree,
+    ensure_replaceable,
+    ensure_replaceable_file,
+    write_file,
+    write_tree,
+)
 
 EXIT_STALE = 1
 EXIT_INVALID = 2
@@ -21,22 +34,7 @@ def main() -> None:
     and Argo CD Application from the inventory gpu_classes.yaml."""
 
 
-@main.command()
-@click.option("--inventory", "inventory_path", default="gpu_classes.yaml", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="Inventory to render.")
-@click.option("--out", "out_dir", default="rendered", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="Tree Argo CD syncs; gets its own kustomization.yaml. Replaced whole: stale files disappear.")
-@click.option("--bootstrap-out", "bootstrap_dir", default="bootstrap", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="Where the Argo CD Application goes (outside the synced tree).")
-@click.option("--check", is_flag=True,
-              help="Write nothing; exit 1 listing added, changed and removed files if the trees are stale.")
-def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, check: bool) -> None:
-    """Render the inventory into OUT and BOOTSTRAP-OUT.
-
-    Exit codes: 0 written or up to date; 1 stale (--check); 2 invalid inventory, nothing written.
-    """
+def _render_or_exit(inventory_path: Path):
     try:
         inventory = load_inventory(inventory_path)
     except InventoryInvalid as invalid:
@@ -44,26 +42,186 @@ def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, check: bool
             click.echo(str(problem), err=True)
         click.echo(f"{inventory_path}: {len(invalid.problems)} problem(s); nothing written.", err=True)
         sys.exit(EXIT_INVALID)
-    trees = render_trees(inventory, inventory_path.name)
+    return render_trees(inventory, inventory_path.name)
+
+
+INVENTORY_OPTION = click.option("--inventory", "inventory_path", default="gpu_classes.yaml", show_default=True,
+                                type=click.Path(dir_okay=False, path_type=Path), help="Inventory to render.")
+
+
+@main.command()
+@INVENTORY_OPTION
+@click.option("--out", "out_dir", default="rendered", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Tree Argo CD syncs; gets its own kustomization.yaml. Replaced whole: stale files disappear.")
+@click.option("--bootstrap-out", "bootstrap_dir", default="bootstrap", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Where the Argo CD Application goes (outside the synced tree).")
+@click.option("--docs-out", "docs_path", default="docs/runtimes.md", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The users' 'Available runtimes' page.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 listing added, changed and removed files if any output is stale.")
+def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: Path, check: bool) -> None:
+    """Render the inventory into OUT, BOOTSTRAP-OUT and DOCS-OUT.
+
+    Exit codes: 0 written or up to date; 1 stale (--check); 2 invalid inventory, nothing written.
+    """
+    trees = _render_or_exit(inventory_path)
     targets = ((out_dir, trees.synced), (bootstrap_dir, trees.bootstrap))
     if check:
         stale = [line for directory, files in targets for line in diff_tree(files, directory).lines(directory)]
+        stale += diff_file(trees.docs, docs_path).lines(docs_path.parent)
         for line in stale:
             click.echo(line)
         if stale:
             click.echo(f"Stale: run `make render` and commit the result ({len(stale)} file(s) differ).", err=True)
             sys.exit(EXIT_STALE)
-        click.echo(f"Up to date: {out_dir}/ and {bootstrap_dir}/ match {inventory_path}.")
+        click.echo(f"Up to date: {out_dir}/, {bootstrap_dir}/ and {docs_path} match {inventory_path}.")
         return
     try:
+        # Refuse before writing anything, so no output is replaced when one cannot be.
         for directory, _ in targets:
-            # Refuse before writing anything, so neither tree is replaced when one cannot be.
             ensure_replaceable(directory)
+        ensure_replaceable_file(docs_path)
         for directory, files in targets:
-            changes = write_tree(files, directory)
-            summary = (f"{len(changes.added)} added, {len(changes.changed)} changed, {len(changes.removed)} removed"
-                       if changes else "up to date")
-            click.echo(f"{directory}/: {summary} ({len(files)} files)")
+            _report(f"{directory}/", write_tree(files, directory), len(files))
+        _report(str(docs_path), write_file(trees.docs, docs_path), 1)
     except NotOurDirectory as refused:
         click.echo(f"error: {refused}", err=True)
         sys.exit(EXIT_INVALID)
+
+
+def _report(what: str, changes, total: int) -> None:
+    summary = (f"{len(changes.added)} added, {len(changes.changed)} changed, {len(changes.removed)} removed"
+               if changes else "up to date")
+    click.echo(f"{what}: {summary} ({total} files)")
+
+
+@main.command()
+@INVENTORY_OPTION
+@click.option("--out", "out_dir", default="rendered", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="The synced tree, as committed in git.")
+@click.option("--base", default="HEAD", show_default=True, help="Git revision whose OUT tree is the starting point.")
+@click.option("--format", "output_format", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
+              help=f"markdown: a pull-request comment, truncated under {GITHUB_COMMENT_LIMIT} characters.")
+def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> None:
+    """Show what rendering the inventory changes against OUT at BASE: objects added, removed and changed per
+    kind, field by field, with risk flags (delete-and-recreate changes, quota reductions, removed classes).
+
+    Writes nothing. Exit codes: 0 plan shown; 2 invalid inventory or unreadable base.
+    """
+    trees = _render_or_exit(inventory_path)
+    try:
+        base_files = files_at(base, out_dir)
+    except GitError as error:
+        click.echo(f"error: cannot read {out_dir}/ at {base}: {error}", err=True)
+        sys.exit(EXIT_INVALID)
+    result = make_plan(base_files, trees.synced)
+    click.echo(format_markdown(result) if output_format == "markdown" else format_text(result), nl=False)
+
+
+@main.group()
+def inventory() -> None:
+    """Edit gpu_classes.yaml keeping its comments, key order and layout.
+
+    Every edit validates the result like a render would and refuses to write an invalid inventory (exit 2).
+    Run `make render` afterwards.
+    """
+
+
+def _apply(inventory_path: Path, edit) -> None:
+    try:
+        apply_edit(inventory_path, edit)
+    except EditRefused as refused:
+        click.echo(f"{inventory_path}: {refused}; nothing written.", err=True)
+        sys.exit(EXIT_INVALID)
+    except InventoryInvalid as invalid:
+        for problem in invalid.problems:
+            click.echo(str(problem), err=True)
+        click.echo(f"{inventory_path}: the edit would leave {len(invalid.problems)} problem(s); nothing written.",
+                   err=True)
+        sys.exit(EXIT_INVALID)
+    except OSError as error:
+        click.echo(f"{inventory_path}: {error}", err=True)
+        sys.exit(EXIT_INVALID)
+    click.echo(f"updated {inventory_path}; run `make render` to update the rendered tree.")
+
+
+@inventory.command("add-class")
+@INVENTORY_OPTION
+@click.argument("name")
+@click.option("--arch", type=click.Choice(["arm64", "amd64"]), required=True)
+@click.option("--label-value", required=True, help="Value of the cluster's gpuClassLabel on this class's nodes.")
+@click.option("--image", required=True, help="Default runtime image (pinned tag or digest).")
+@click.option("--nodes", type=int, required=True)
+@click.option("--gpus-per-node", type=int, required=True)
+@click.option("--cpu-per-node", required=True)
+@click.option("--memory-per-node", required=True)
+@click.option("--flavor", help="ResourceFlavor name (default: the class name).")
+@click.option("--description")
+def add_class_command(inventory_path, name, arch, label_value, image, nodes, gpus_per_node, cpu_per_node,
+                      memory_per_node, flavor, description):
+    """Add GPU class NAME (its runtime will be torch-NAME)."""
+    _apply(inventory_path, edit.add_class(name, arch=arch, label_value=label_value, image=image, nodes=nodes,
+                                          gpus=gpus_per_node, cpu=cpu_per_node, memory=memory_per_node,
+                                          flavor=flavor, description=description))
+
+
+@inventory.command("set-image")
+@INVENTORY_OPTION
+@click.argument("class_name", metavar="CLASS")
+@click.argument("image")
+def set_image_command(inventory_path, class_name, image):
+    """Set the default runtime image of CLASS."""
+    _apply(inventory_path, edit.set_image(class_name, image))
+
+
+@inventory.command("add-group")
+@INVENTORY_OPTION
+@click.argument("name")
+@click.option("--namespace", "namespaces", multiple=True, required=True, help="Repeat for several namespaces.")
+@click.option("--class", "class_name", required=True, help="Class of the group's first allocation.")
+@click.option("--gpus", type=int, required=True)
+@click.option("--cpu", required=True)
+@click.option("--memory", required=True)
+@click.option("--cohort", help="Share idle quota with the groups of this cohort.")
+@click.option("--description")
+def add_group_command(inventory_path, name, namespaces, class_name, gpus, cpu, memory, cohort, description):
+    """Add research group NAME with its namespaces and a first allocation."""
+    _apply(inventory_path, edit.add_group(name, namespaces=list(namespaces), class_name=class_name, gpus=gpus,
+                                          cpu=cpu, memory=memory, cohort=cohort, description=description))
+
+
+@inventory.command("add-namespace")
+@INVENTORY_OPTION
+@click.argument("group")
+@click.argument("namespace")
+def add_namespace_command(inventory_path, group, namespace):
+    """Add NAMESPACE to GROUP (it gets a `default` LocalQueue)."""
+    _apply(inventory_path, edit.add_namespace(group, namespace))
+
+
+@inventory.command("set-allocation")
+@INVENTORY_OPTION
+@click.argument("group")
+@click.argument("class_name", metavar="CLASS")
+@click.option("--gpus", type=int)
+@click.option("--cpu")
+@click.option("--memory")
+def set_allocation_command(inventory_path, group, class_name, gpus, cpu, memory):
+    """Set GROUP's nominal quota on CLASS (creates the allocation when all three are given)."""
+    _apply(inventory_path, edit.set_allocation(group, class_name, gpus=gpus, cpu=cpu, memory=memory))
+
+
+@main.command()
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write here (only when it changes) instead of printing.")
+def schema(out_path: Path | None) -> None:
+    """Export the inventory's JSON Schema (committed as schema/gpu_classes.schema.json for editors)."""
+    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    if out_path is None:
+        click.echo(text, nl=False)
+    elif not out_path.is_file() or out_path.read_text(encoding="utf-8") != text:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out_path}")

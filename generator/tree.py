@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator import emit, versions
+from generator import emit, userdocs, versions
 from generator.build import bootstrap_objects, synced_objects
 from generator.inventory.models import Inventory
 
@@ -28,6 +28,7 @@ _FOLDERS = {
 class RenderedTrees:
     synced: Files  # the tree Argo CD syncs (rendered/), with its kustomization.yaml
     bootstrap: Files  # the Application, applied once (bootstrap/)
+    docs: bytes  # the users' "Available runtimes" page (docs/runtimes.md)
 
 
 def object_path(obj: dict[str, Any]) -> str:
@@ -61,4 +62,5 @@ def kustomization(resources: list[str], source: str) -> bytes:
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     synced = _files(synced_objects(inventory), source)
     synced["kustomization.yaml"] = kustomization(list(synced), source)
-    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=_files(bootstrap_objects(inventory), source))
+    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=_files(bootstrap_objects(inventory), source),
+                         docs=userdocs.runtimes_page(inventory, source).encode("utf-8"))

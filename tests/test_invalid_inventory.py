@@ -134,7 +134,7 @@ def rendered_workspace(tmp_path):
     inventory = tmp_path / "gpu_classes.yaml"
     inventory.write_text(VALID, encoding="utf-8")
     args = ["render", "--inventory", str(inventory), "--out", str(tmp_path / "rendered"),
-            "--bootstrap-out", str(tmp_path / "bootstrap")]
+            "--bootstrap-out", str(tmp_path / "bootstrap"), "--docs-out", str(tmp_path / "docs" / "runtimes.md")]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     return tmp_path, inventory, args

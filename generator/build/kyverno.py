@@ -207,8 +207,9 @@ def trainjob_runtime(inventory: Inventory) -> dict[str, Any]:
         {
             "expression": f'variables.apiGroup == {cel(_TRAINER_GROUP)} && variables.kind == "ClusterTrainingRuntime"',
             "messageExpression": (
-                f'"spec.runtimeRef names " + variables.kind + " " + variables.ref.name + '
-                f'{cel(f": only the ClusterTrainingRuntimes of {cluster} are allowed, never a namespaced TrainingRuntime; set runtimeRef.kind: ClusterTrainingRuntime and {todo}")}'
+                '"spec.runtimeRef names " + variables.kind + "." + variables.apiGroup + " " + variables.ref.name + '
+                + cel(f": only the ClusterTrainingRuntimes ({_TRAINER_GROUP}) of {cluster} are allowed, never a "
+                      f"namespaced TrainingRuntime; set runtimeRef.kind: ClusterTrainingRuntime and {todo}")
             ),
         },
         {
@@ -251,7 +252,7 @@ def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
         ),
         kueueEntries=f"variables.patches.filter(p, p.?manager.orValue(\"\") == {manager})",
         oldKueueEntries=(
-            "oldObject == null ? [] : "
+            'request.operation != "UPDATE" ? [] : '
             f"oldObject.spec.?runtimePatches.orValue([]).filter(p, p.?manager.orValue(\"\") == {manager})"
         ),
     )
@@ -259,17 +260,12 @@ def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
     validations = [
         {
             "expression": "variables.fromKueue || variables.userPatchFields.size() == 0",
-            "messageExpression": (
-                '"remove " + variables.userPatchFields.join(", ") + " from spec.runtimePatches" + '
-                + cel(tail)
-            ),
+            "messageExpression": '"remove " + variables.userPatchFields.join(", ") + ' + cel(" from spec.runtimePatches" + tail),
         },
         {
             "expression": "variables.fromKueue || variables.legacyFields.size() == 0",
-            "messageExpression": (
-                '"remove " + variables.legacyFields.join(", ") + " from spec.podTemplateOverrides/podSpecOverrides" + '
-                + cel(tail)
-            ),
+            "messageExpression": ('"remove " + variables.legacyFields.join(", ") + '
+                                  + cel(" from spec.podTemplateOverrides/podSpecOverrides" + tail)),
         },
         {
             "expression": "variables.fromKueue || variables.kueueEntries == variables.oldKueueEntries",
@@ -292,7 +288,7 @@ def job_queue(inventory: Inventory) -> dict[str, Any]:
     default = cel(DEFAULT_LOCAL_QUEUE)
     variables = _variables(
         queue=f"object.metadata.?labels[?{label}]",
-        oldQueue=f"oldObject == null ? optional.none() : oldObject.metadata.?labels[?{label}]",
+        oldQueue=f'request.operation != "UPDATE" ? optional.none() : oldObject.metadata.?labels[?{label}]',
         fromController=f"request.userInfo.username in {cel(trusted)}",
     )
     keep = f"{QUEUE_LABEL}: {DEFAULT_LOCAL_QUEUE}"
@@ -370,7 +366,7 @@ def trainjob_image_arch(inventory: Inventory) -> dict[str, Any]:
     variables = _variables(
         arch=f"{cel(arches)}[?object.spec.runtimeRef.name]",
         images=_images("object"),
-        oldImages=f"oldObject == null ? [] : {_images('oldObject')}",
+        oldImages=f'request.operation != "UPDATE" ? [] : ' + _images("oldObject"),
         # Only images the request adds or changes are looked up (Kueue's updates carry the same images).
         checked=('variables.arch.hasValue() && (request.operation == "CREATE" || '
                  "variables.images != variables.oldImages) ? variables.images : []"),

@@ -204,3 +204,10 @@ def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
         return allocation.pods
     per_node = gpu_class.perNode
     return allocation.gpus * per_node.pods // per_node.gpus
+
+
+def json_schema() -> dict:
+    """The inventory's JSON Schema, for editors (yaml-language-server) and other tools."""
+    schema = Inventory.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "gpugen inventory (gpu_classes.yaml)", **{k: v for k, v in schema.items() if k != "title"}}

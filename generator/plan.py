@@ -1,0 +1,290 @@
+"""What an inventory change does to the cluster: objects added, removed and changed, field by field, with the
+changes a reviewer must not wave through flagged.
+
+Pure: compares two rendered trees ({path: bytes}); reading the base tree from git is the CLI's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from generator.inventory.quantity import parse_quantity
+
+Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
+Files = dict[str, bytes]
+
+GITHUB_COMMENT_LIMIT = 65_536
+RECREATE = "delete and recreate"
+
+# Fields the API server refuses to change in place (CRD CEL `self == oldSelf` rules of the pinned versions).
+# Argo CD's sync fails on them; the object must be deleted and recreated (Replace=true or by hand).
+IMMUTABLE_FIELDS = {
+    "LocalQueue": ("spec.clusterQueue",),
+    "ResourceFlavor": ("spec.topologyName",),
+    "ClusterTrainingRuntime": tuple(f"spec.template.spec.{name}" for name in (
+        "failurePolicy", "network", "startupPolicy", "successPolicy", "volumeClaimPolicies")) + (
+        "spec.template.spec.replicatedJobs[*].dependsOn",),
+}
+# Kind order in reports: what users touch first.
+KIND_ORDER = ("ClusterTrainingRuntime", "ResourceFlavor", "ClusterQueue", "LocalQueue", "ValidatingPolicy",
+              "MutatingPolicy", "ClusterRole", "ClusterRoleBinding")
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    path: str
+    old: Any  # None when added
+    new: Any  # None when removed
+
+
+@dataclass
+class ObjectChange:
+    key: Key
+    action: str  # added | removed | changed
+    fields: list[FieldChange] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Risk:
+    key: Key
+    what: str
+
+
+@dataclass
+class Plan:
+    changes: list[ObjectChange]
+    risks: list[Risk]
+
+    def by_kind(self) -> dict[str, list[ObjectChange]]:
+        grouped: dict[str, list[ObjectChange]] = {}
+        for change in self.changes:
+            grouped.setdefault(change.key[0], []).append(change)
+        order = {kind: i for i, kind in enumerate(KIND_ORDER)}
+        return dict(sorted(grouped.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def objects_of(files: Files) -> dict[Key, dict[str, Any]]:
+    objects = {}
+    for path, content in files.items():
+        if path.endswith("kustomization.yaml") or not path.endswith(".yaml"):
+            continue
+        for obj in yaml.safe_load_all(content):
+            if obj:
+                meta = obj["metadata"]
+                objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
+    return objects
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaf paths. Lists of named items are keyed by name (resources[nvidia.com/gpu]) so that reordering or
+    inserting an item reads as what it is, not as every later index changing."""
+    if isinstance(value, dict):
+        if not value:
+            return {prefix: {}}
+        return {k: v for key, item in value.items() for k, v in flatten(item, f"{prefix}.{key}" if prefix else key).items()}
+    if isinstance(value, list):
+        if not value:
+            return {prefix: []}
+        if not all(isinstance(item, dict) for item in value):
+            return {prefix: value}  # scalar lists (namespaces, verbs) compare as one value
+        if all("name" in item for item in value):
+            return {k: v for item in value for k, v in flatten({x: y for x, y in item.items() if x != "name"},
+                                                               f"{prefix}[{item['name']}]").items()}
+        return {k: v for index, item in enumerate(value) for k, v in flatten(item, f"{prefix}[{index}]").items()}
+    return {prefix: value}
+
+
+def _field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[FieldChange]:
+    before, after = flatten(old), flatten(new)
+    return [FieldChange(path, before.get(path), after.get(path))
+            for path in sorted(set(before) | set(after)) if before.get(path) != after.get(path)]
+
+
+def _matches(path: str, pattern: str) -> bool:
+    """pattern may use [*] for any named item; matches the field itself or anything below it."""
+    parts, pattern_parts = path.split("."), pattern.split(".")
+    if len(parts) < len(pattern_parts):
+        return False
+    for part, want in zip(parts, pattern_parts):
+        if want.endswith("[*]"):
+            if not (part.startswith(want[:-3] + "[") and part.endswith("]")):
+                return False
+        elif part != want:
+            return False
+    return True
+
+
+def _nominal_quotas(queue: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {(flavor["name"], resource["name"]): str(resource["nominalQuota"])
+            for group in queue["spec"].get("resourceGroups", []) for flavor in group["flavors"]
+            for resource in flavor["resources"]}
+
+
+def _flavors_used(queue: dict[str, Any]) -> set[str]:
+    return {flavor for flavor, _ in _nominal_quotas(queue)}
+
+
+def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChange]) -> list[Risk]:
+    risks: list[Risk] = []
+    for change in changes:
+        kind, _, name = change.key
+        if change.action == "changed":
+            for pattern in IMMUTABLE_FIELDS.get(kind, ()):
+                touched = sorted({fc.path for fc in change.fields if _matches(fc.path, pattern)})
+                if touched:
+                    risks.append(Risk(change.key, f"{RECREATE}: {', '.join(touched)} is immutable; the server "
+                                                  "refuses the change in place and the sync fails"))
+            old_obj = base[change.key]
+            if kind == "ResourceFlavor" and "topologyName" in old_obj["spec"]:
+                if any(fc.path.startswith(("spec.nodeLabels", "spec.tolerations")) for fc in change.fields):
+                    risks.append(Risk(change.key, f"{RECREATE}: nodeLabels and tolerations are immutable "
+                                                  "while topologyName is set"))
+            if kind == "ClusterQueue":
+                before, after = _nominal_quotas(old_obj), _nominal_quotas(new[change.key])
+                for (flavor, resource), amount in sorted(before.items()):
+                    if (flavor, resource) not in after:
+                        risks.append(Risk(change.key, f"quota reduction: {resource} on flavor {flavor} removed "
+                                                      f"(was {amount}); workloads needing it can no longer be admitted"))
+                    elif parse_quantity(after[(flavor, resource)]) < parse_quantity(amount):
+                        risks.append(Risk(change.key, f"quota reduction: {resource} on flavor {flavor} "
+                                                      f"{amount} -> {after[(flavor, resource)]}; "
+                                                      "admitted workloads keep running, new ones may wait"))
+        elif change.action == "removed":
+            if kind == "ResourceFlavor":
+                users = sorted(k[2] for k, obj in base.items() if k[0] == "ClusterQueue" and name in _flavors_used(obj))
+                still = sorted(k[2] for k, obj in new.items() if k[0] == "ClusterQueue" and name in _flavors_used(obj))
+                if still:
+                    risks.append(Risk(change.key, f"flavor removed but ClusterQueues still use it: {', '.join(still)}; "
+                                                  "its resource-in-use finalizer blocks deletion"))
+                elif users:
+                    risks.append(Risk(change.key, f"flavor removed that ClusterQueues used: {', '.join(users)}; "
+                                                  "workloads admitted on it keep running until they finish"))
+            if kind == "ClusterTrainingRuntime":
+                gpu_class = base[change.key]["metadata"].get("annotations", {}).get("gpugen/gpu-class", name)
+                holders = sorted(k[2] for k, obj in base.items() if k[0] == "ClusterQueue"
+                                 and _class_flavor(base, gpu_class) in _flavors_used(obj))
+                held = f" while groups held allocations on it: {', '.join(holders)}" if holders else ""
+                risks.append(Risk(change.key, f"class {gpu_class} removed{held}; TrainJobs naming {name} "
+                                              "can no longer be created"))
+            if kind == "LocalQueue":
+                risks.append(Risk(change.key, "local queue removed: jobs in this namespace are no longer admitted"))
+    return risks
+
+
+def _class_flavor(objects: dict[Key, dict], gpu_class: str) -> str:
+    for (kind, _, name), obj in objects.items():
+        if kind == "ResourceFlavor" and obj["metadata"].get("annotations", {}).get("gpugen/gpu-class") == gpu_class:
+            return name
+    return gpu_class
+
+
+def make_plan(base_files: Files, new_files: Files) -> Plan:
+    base, new = objects_of(base_files), objects_of(new_files)
+    changes = []
+    for key in sorted(set(base) | set(new)):
+        if key not in base:
+            changes.append(ObjectChange(key, "added"))
+        elif key not in new:
+            changes.append(ObjectChange(key, "removed"))
+        else:
+            fields = _field_changes(base[key], new[key])
+            if fields:
+                changes.append(ObjectChange(key, "changed", fields))
+    return Plan(changes, _risks(base, new, changes))
+
+
+def _name(key: Key) -> str:
+    kind, namespace, name = key
+    return f"{namespace}/{name}" if namespace else name
+
+
+_SHOWN = 120
+
+
+def _value(value: Any, start: int = 0) -> str:
+    if value is None:
+        return "(none)"
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()
+    text = text.removesuffix("\n...").removesuffix("...").strip()
+    if len(text) <= _SHOWN:
+        return text
+    if start:
+        text = "..." + text[start:]
+    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+
+
+def _change(fc: FieldChange) -> str:
+    """old -> new; for long values, both shown from a little before where they first differ."""
+    old, new = _value(fc.old), _value(fc.new)
+    if len(old) == len(new) == _SHOWN and old == new:
+        full_old, full_new = (yaml.safe_dump(v, default_flow_style=True, width=1 << 16) for v in (fc.old, fc.new))
+        first = next((i for i, (a, b) in enumerate(zip(full_old, full_new)) if a != b), 0)
+        start = max(0, first - 30)
+        old, new = _value(fc.old, start), _value(fc.new, start)
+    return f"{old} -> {new}"
+
+
+def _counts(plan: Plan) -> str:
+    actions = [c.action for c in plan.changes]
+    return (f"{actions.count('added')} added, {actions.count('changed')} changed, {actions.count('removed')} removed, "
+            f"{len(plan.risks)} risk(s)")
+
+
+def format_text(plan: Plan) -> str:
+    if not plan.changes:
+        return "No changes: the cluster state this render describes equals the base.\n"
+    lines = [f"Plan: {_counts(plan)}"]
+    if plan.risks:
+        lines += ["", "RISKS"]
+        lines += [f"  ! {risk.key[0]} {_name(risk.key)}: {risk.what}" for risk in plan.risks]
+    for kind, changes in plan.by_kind().items():
+        lines += ["", f"{kind}"]
+        for change in changes:
+            sign = {"added": "+", "removed": "-", "changed": "~"}[change.action]
+            lines.append(f"  {sign} {_name(change.key)} ({change.action})")
+            lines += [f"      {fc.path}: {_change(fc)}" for fc in change.fields]
+    return "\n".join(lines) + "\n"
+
+
+def format_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT - 512) -> str:
+    """A PR comment; stays under `limit` characters (room left for a workflow's marker), truncating the
+    details with a note."""
+    head = ["### gpugen plan", ""]
+    if not plan.changes:
+        return "\n".join(head + ["No changes to the cluster."]) + "\n"
+    head.append(f"**{_counts(plan)}**")
+    head.append("")
+    if plan.risks:
+        head += ["#### :warning: Risks", ""]
+        head += [f"- **{risk.key[0]} `{_name(risk.key)}`**: {risk.what}" for risk in plan.risks]
+        head.append("")
+    head += ["| kind | added | changed | removed |", "|---|---:|---:|---:|"]
+    for kind, changes in plan.by_kind().items():
+        actions = [c.action for c in changes]
+        head.append(f"| {kind} | {actions.count('added')} | {actions.count('changed')} | {actions.count('removed')} |")
+    head.append("")
+    details: list[str] = []
+    for kind, changes in plan.by_kind().items():
+        details += [f"<details><summary>{kind} ({len(changes)})</summary>", ""]
+        for change in changes:
+            details.append(f"- `{_name(change.key)}` {change.action}")
+            details += [f"  - `{fc.path}`: `{_change(fc).replace(' -> ', '` → `')}`" for fc in change.fields]
+        details += ["", "</details>", ""]
+    text = "\n".join(head + details) + "\n"
+    if len(text) <= limit:
+        return text
+    note = "\n_Truncated to fit a GitHub comment: run `python -m generator plan` for the full list._\n"
+    kept, size = [], len("\n".join(head)) + len(note) + 64
+    for line in details:
+        if size + len(line) + 1 > limit:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    if any(line.startswith("<details>") for line in kept) and kept[-1] != "</details>":
+        kept += ["", "</details>"]
+    text = "\n".join(head + kept) + "\n" + note
+    assert len(text) <= limit, "risks and summary alone exceed the comment limit"
+    return text

@@ -1,0 +1,141 @@
+"""`plan`: golden tests on the inventory changes reviewers see most, and the risk flags they must not miss.
+
+Goldens live in tests/golden/plan/. After an intended output change, regenerate them with
+`UPDATE_GOLDEN=1 pytest tests/test_plan.py` and read the diff before committing it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from conftest import INVENTORY, REPO
+
+from generator.cli import main
+from generator.inventory import edit, load_inventory_text
+from generator.plan import GITHUB_COMMENT_LIMIT, format_markdown, format_text, make_plan
+from generator.tree import render_trees
+
+GOLDEN = REPO / "tests" / "golden" / "plan"
+FLAME = INVENTORY.read_text(encoding="utf-8")
+
+H100 = dict(arch="amd64", label_value="NVIDIA-H100-80GB-HBM3", image="ghcr.io/urcf/pytorch:2.9.1-cuda12.9",
+            nodes=2, gpus=8, cpu="192", memory="1900Gi")
+
+
+def with_h100(text: str) -> str:
+    text = edit.edit_text(text, edit.add_class("h100", **H100))
+    return edit.edit_text(text, edit.set_allocation("vision-lab", "h100", gpus=8, cpu="96", memory="950Gi"))
+
+
+def synced(text: str):
+    return render_trees(load_inventory_text(text, "gpu_classes.yaml"), "gpu_classes.yaml").synced
+
+
+SCENARIOS = {
+    "add-amd64-h100-class": (FLAME, with_h100(FLAME)),
+    "raise-group-quota": (FLAME, edit.edit_text(FLAME, edit.set_allocation("vision-lab", "gh200", cpu="40"))),
+    "lower-group-quota": (FLAME, edit.edit_text(FLAME, edit.set_allocation("vision-lab", "gh200", memory="200G"))),
+    "remove-class-still-allocated": (
+        with_h100(FLAME),
+        # The reviewer's view of removing h100: the allocation had to go too (else the inventory is invalid).
+        FLAME,
+    ),
+    "retarget-local-queue": (FLAME, FLAME.replace("namespaces: [vision-lab]", "namespaces: [vision-lab, nlp-lab-teaching]")
+                             .replace("[nlp-lab, nlp-lab-teaching]", "[nlp-lab]")),
+    "change-runtime-image": (FLAME, edit.edit_text(FLAME, edit.set_image("gh200", "ghcr.io/urcf/pytorch:2.10.0-cuda13.0"))),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_plan_matches_golden(scenario):
+    base, new = SCENARIOS[scenario]
+    plan = make_plan(synced(base), synced(new))
+    text = format_text(plan)
+    golden = GOLDEN / f"{scenario}.txt"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def risks(scenario):
+    base, new = SCENARIOS[scenario]
+    return [f"{r.key[0]} {r.key[2]}: {r.what}" for r in make_plan(synced(base), synced(new)).risks]
+
+
+def test_retargeted_local_queue_is_flagged_delete_and_recreate():
+    assert any(r.startswith("LocalQueue default: delete and recreate: spec.clusterQueue is immutable")
+               for r in risks("retarget-local-queue"))
+
+
+def test_lowered_quota_is_flagged_and_raised_quota_is_not():
+    assert risks("lower-group-quota") == [
+        "ClusterQueue vision-lab: quota reduction: memory on flavor gh200 240G -> 200G; "
+        "admitted workloads keep running, new ones may wait"]
+    assert risks("raise-group-quota") == []
+
+
+def test_removed_class_names_the_groups_that_held_it():
+    flagged = risks("remove-class-still-allocated")
+    assert any("class h100 removed while groups held allocations on it: vision-lab" in r for r in flagged)
+    assert any(r.startswith("ResourceFlavor h100: flavor removed that ClusterQueues used: vision-lab") for r in flagged)
+    assert any("quota reduction: nvidia.com/gpu on flavor h100 removed" in r for r in flagged)
+
+
+def test_image_change_is_a_change_not_a_risk():
+    base, new = SCENARIOS["change-runtime-image"]
+    plan = make_plan(synced(base), synced(new))
+    assert plan.risks == []
+    (change,) = [c for c in plan.changes if c.key[0] == "ClusterTrainingRuntime"]
+    assert [f.path for f in change.fields] == [
+        "spec.template.spec.replicatedJobs[node].template.spec.template.spec.containers[node].image"]
+
+
+def test_identical_renders_plan_nothing():
+    assert format_text(make_plan(synced(FLAME), synced(FLAME))).startswith("No changes")
+
+
+def test_markdown_for_a_64_class_change_stays_under_the_comment_limit():
+    classes = "".join(
+        f"  gpu{i:02d}:\n    arch: {'amd64' if i % 2 else 'arm64'}\n"
+        f"    nodeSelector: {{nvidia.com/gpu.product: GPU-MODEL-{i:02d}}}\n"
+        f"    image: registry.example.org/ml/pytorch:2.9.{i}\n    nodes: 4\n"
+        f"    perNode: {{gpus: 8, cpu: 128, memory: 1Ti}}\n" for i in range(64))
+    allocations = "".join(f"      gpu{i:02d}: {{gpus: 16, cpu: 256, memory: 2Ti}}\n" for i in range(64))
+    text = FLAME.replace("\ngroups:\n", "\n" + classes + "\ngroups:\n").replace(
+        "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n  nlp-lab:",
+        "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n" + allocations
+        + "  nlp-lab:")
+    plan = make_plan(synced(FLAME), synced(text))
+    markdown = format_markdown(plan)
+    assert len(markdown) < GITHUB_COMMENT_LIMIT
+    assert sum(c.action == "added" for c in plan.changes) == 128  # a runtime and a flavor per class
+    full = format_markdown(plan, limit=10**9)
+    if len(full) >= GITHUB_COMMENT_LIMIT:
+        assert "Truncated to fit a GitHub comment" in markdown
+    assert markdown.count("<details>") == markdown.count("</details>")
+
+
+def test_cli_plan_against_a_git_base(tmp_path):
+    """The CLI reads the base tree from git: commit FLAME's render, then plan a changed inventory."""
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    inventory = tmp_path / "gpu_classes.yaml"
+    inventory.write_text(FLAME)
+    args = ["--inventory", str(inventory), "--out", str(tmp_path / "rendered")]
+    assert CliRunner().invoke(main, ["render", *args, "--bootstrap-out", str(tmp_path / "bootstrap"),
+                                     "--docs-out", str(tmp_path / "docs.md")]).exit_code == 0
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "base")
+    inventory.write_text(SCENARIOS["lower-group-quota"][1])
+    result = CliRunner().invoke(main, ["plan", *args, "--base", "HEAD", "--format", "markdown"])
+    assert result.exit_code == 0, result.output
+    assert "quota reduction: memory on flavor gh200 240G -> 200G" in result.output
+    missing = CliRunner().invoke(main, ["plan", *args, "--base", "no-such-ref"])
+    assert missing.exit_code == 2
+    assert "cannot read" in missing.stderr
