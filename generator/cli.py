@@ -34,14 +34,18 @@ def main() -> None:
     and Argo CD Application from the inventory gpu_classes.yaml."""
 
 
+def _exit_invalid(invalid: InventoryInvalid, summary: str) -> None:
+    for problem in invalid.problems:
+        click.echo(str(problem), err=True)
+    click.echo(summary.format(count=len(invalid.problems)), err=True)
+    sys.exit(EXIT_INVALID)
+
+
 def _render_or_exit(inventory_path: Path):
     try:
         inventory = load_inventory(inventory_path)
     except InventoryInvalid as invalid:
-        for problem in invalid.problems:
-            click.echo(str(problem), err=True)
-        click.echo(f"{inventory_path}: {len(invalid.problems)} problem(s); nothing written.", err=True)
-        sys.exit(EXIT_INVALID)
+        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s); nothing written.")
     return render_trees(inventory, inventory_path.name)
 
 
@@ -136,11 +140,7 @@ def _apply(inventory_path: Path, edit) -> None:
         click.echo(f"{inventory_path}: {refused}; nothing written.", err=True)
         sys.exit(EXIT_INVALID)
     except InventoryInvalid as invalid:
-        for problem in invalid.problems:
-            click.echo(str(problem), err=True)
-        click.echo(f"{inventory_path}: the edit would leave {len(invalid.problems)} problem(s); nothing written.",
-                   err=True)
-        sys.exit(EXIT_INVALID)
+        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s) before or after the edit; nothing written.")
     except OSError as error:
         click.echo(f"{inventory_path}: {error}", err=True)
         sys.exit(EXIT_INVALID)
