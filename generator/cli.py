@@ -8,11 +8,7 @@ from pathlib import Path
 
 import click
 
-from generator.gitfiles import GitError, files_at
-from generator.inventory import InventoryInvalid, edit, load_inventory
-from generator.inventory.edit import EditRefused, apply_edit
-from generator.inventory.models import json_schema
-from generator.plan import GITHUB_COMMENT_LIMIT, format_markdown, format_text, make_plan
+from generator.inventory import InventoryInvalid, load_inventory
 from generator.tree import render_trees
 from generator.write import (
     NotOurDirectory,
@@ -107,13 +103,16 @@ def _report(what: str, changes, total: int) -> None:
               type=click.Path(file_okay=False, path_type=Path), help="The synced tree, as committed in git.")
 @click.option("--base", default="HEAD", show_default=True, help="Git revision whose OUT tree is the starting point.")
 @click.option("--format", "output_format", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
-              help=f"markdown: a pull-request comment, truncated under {GITHUB_COMMENT_LIMIT} characters.")
+              help="markdown: a pull-request comment, truncated under GitHub's 65,536 characters.")
 def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> None:
     """Show what rendering the inventory changes against OUT at BASE: objects added, removed and changed per
     kind, field by field, with risk flags (delete-and-recreate changes, quota reductions, removed classes).
 
     Writes nothing. Exit codes: 0 plan shown; 2 invalid inventory or unreadable base.
     """
+    from generator.gitfiles import GitError, files_at  # plan-only imports stay off the render path
+    from generator.plan import format_markdown, format_text, make_plan
+
     trees = _render_or_exit(inventory_path)
     try:
         base_files = files_at(base, out_dir)
@@ -133,10 +132,13 @@ def inventory() -> None:
     """
 
 
-def _apply(inventory_path: Path, edit) -> None:
+def _apply(inventory_path: Path, edit_name: str, *args, **kwargs) -> None:
+    """Run generator.inventory.edit.<edit_name>(*args, **kwargs) on the file."""
+    from generator.inventory import edit  # ruamel.yaml is imported only when editing
+
     try:
-        apply_edit(inventory_path, edit)
-    except EditRefused as refused:
+        edit.apply_edit(inventory_path, getattr(edit, edit_name)(*args, **kwargs))
+    except edit.EditRefused as refused:
         click.echo(f"{inventory_path}: {refused}; nothing written.", err=True)
         sys.exit(EXIT_INVALID)
     except InventoryInvalid as invalid:
@@ -162,9 +164,8 @@ def _apply(inventory_path: Path, edit) -> None:
 def add_class_command(inventory_path, name, arch, label_value, image, nodes, gpus_per_node, cpu_per_node,
                       memory_per_node, flavor, description):
     """Add GPU class NAME (its runtime will be torch-NAME)."""
-    _apply(inventory_path, edit.add_class(name, arch=arch, label_value=label_value, image=image, nodes=nodes,
-                                          gpus=gpus_per_node, cpu=cpu_per_node, memory=memory_per_node,
-                                          flavor=flavor, description=description))
+    _apply(inventory_path, "add_class", name, arch=arch, label_value=label_value, image=image, nodes=nodes,
+           gpus=gpus_per_node, cpu=cpu_per_node, memory=memory_per_node, flavor=flavor, description=description)
 
 
 @inventory.command("set-image")
@@ -173,7 +174,7 @@ def add_class_command(inventory_path, name, arch, label_value, image, nodes, gpu
 @click.argument("image")
 def set_image_command(inventory_path, class_name, image):
     """Set the default runtime image of CLASS."""
-    _apply(inventory_path, edit.set_image(class_name, image))
+    _apply(inventory_path, "set_image", class_name, image)
 
 
 @inventory.command("add-group")
@@ -188,8 +189,8 @@ def set_image_command(inventory_path, class_name, image):
 @click.option("--description")
 def add_group_command(inventory_path, name, namespaces, class_name, gpus, cpu, memory, cohort, description):
     """Add research group NAME with its namespaces and a first allocation."""
-    _apply(inventory_path, edit.add_group(name, namespaces=list(namespaces), class_name=class_name, gpus=gpus,
-                                          cpu=cpu, memory=memory, cohort=cohort, description=description))
+    _apply(inventory_path, "add_group", name, namespaces=list(namespaces), class_name=class_name, gpus=gpus,
+           cpu=cpu, memory=memory, cohort=cohort, description=description)
 
 
 @inventory.command("add-namespace")
@@ -198,7 +199,7 @@ def add_group_command(inventory_path, name, namespaces, class_name, gpus, cpu, m
 @click.argument("namespace")
 def add_namespace_command(inventory_path, group, namespace):
     """Add NAMESPACE to GROUP (it gets a `default` LocalQueue)."""
-    _apply(inventory_path, edit.add_namespace(group, namespace))
+    _apply(inventory_path, "add_namespace", group, namespace)
 
 
 @inventory.command("set-allocation")
@@ -210,7 +211,7 @@ def add_namespace_command(inventory_path, group, namespace):
 @click.option("--memory")
 def set_allocation_command(inventory_path, group, class_name, gpus, cpu, memory):
     """Set GROUP's nominal quota on CLASS (creates the allocation when all three are given)."""
-    _apply(inventory_path, edit.set_allocation(group, class_name, gpus=gpus, cpu=cpu, memory=memory))
+    _apply(inventory_path, "set_allocation", group, class_name, gpus=gpus, cpu=cpu, memory=memory)
 
 
 @main.command()
@@ -218,6 +219,8 @@ def set_allocation_command(inventory_path, group, class_name, gpus, cpu, memory)
               help="Write here (only when it changes) instead of printing.")
 def schema(out_path: Path | None) -> None:
     """Export the inventory's JSON Schema (committed as schema/gpu_classes.schema.json for editors)."""
+    from generator.inventory.models import json_schema
+
     text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
     if out_path is None:
         click.echo(text, nl=False)

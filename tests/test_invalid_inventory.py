@@ -36,9 +36,9 @@ VISION_GPUS = "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\
 CASES = [
     Case("yaml-syntax-error", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch: 2.9.1")], "image:", "(document)",
          r"YAML: mapping values are not allowed"),
-    Case("tab-indentation", [("    arch: arm64", "\tarch: arm64")], "\tarch", "(document)", r"YAML: .*'\\t'"),
+    Case("tab-indentation", [("    arch: arm64", "\tarch: arm64")], "\tarch", "(document)", r"YAML: found a tab character"),
     Case("duplicate-key", [("    arch: arm64\n", "    arch: arm64\n    arch: amd64\n")], "arch: amd64", "(document)",
-         r"duplicate key \"arch\""),
+         r"duplicate key 'arch' \(first at line \d+"),
     Case("empty-file", [("", "")], "", "(document)", r"empty"),
     Case("comments-only", [("", "# nothing here\n")], "", "(document)", r"empty"),
     Case("list-instead-of-mapping", [("", "- cluster\n- classes\n")], "", "(document)", r"expected a mapping.*list"),

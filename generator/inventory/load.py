@@ -1,21 +1,20 @@
 """Read gpu_classes.yaml into a validated Inventory, or a list of every problem with its file, line and column.
 
 The file is read as YAML 1.1, the dialect Kubernetes reads manifests in, so a value means here what it would
-mean in a manifest (`yes` is a boolean, `0777` an octal number). ruamel.yaml keeps the position of every
-key; pydantic's error locations are mapped back to those positions.
+mean in a manifest (`yes` is a boolean, `0777` an octal number). PyYAML's C parser is fast at national
+scale (thousands of groups) and its node graph keeps the position of every key; pydantic's error locations
+are mapped back to those positions. (ruamel.yaml, much slower, is used only to edit the file in place.)
 """
 
 from __future__ import annotations
 
-import warnings
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning
+import yaml
 
 from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
@@ -55,27 +54,63 @@ class _Positions:
         return self.at[loc]
 
 
-def _plain(node: Any, loc: Loc, positions: _Positions) -> Any:
-    """Turn ruamel's commented containers into plain dicts and lists, recording positions on the way."""
-    if isinstance(node, CommentedMap):
-        result = {}
-        for key, value in node.items():
-            line, column = node.lc.key(key)
-            positions.at[loc + (key,)] = (line + 1, column + 1)
-            result[key] = _plain(value, loc + (key,), positions)
+def _document(node: yaml.Node | None, loader: "_InventoryLoader", loc: Loc, positions: _Positions) -> Any:
+    """Plain dicts, lists and scalars from the node graph, recording every key's and item's position and
+    refusing duplicate keys (PyYAML itself keeps the last one silently)."""
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)  # resolves `<<` merge keys
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise _DocumentError(where, f"mapping key {key!r} must be a scalar")
+            if key in result:
+                first = positions.at[loc + (key,)][0]
+                raise _DocumentError(where, f"duplicate key {key!r} (first at line {first}; each key may appear "
+                                            "once in a mapping)")
+            positions.at[loc + (key,)] = where
+            result[key] = _document(value_node, loader, loc + (key,), positions)
         return result
-    if isinstance(node, CommentedSeq):
+    if isinstance(node, yaml.SequenceNode):
         items = []
-        for index, value in enumerate(node):
-            line, column = node.lc.item(index)
-            positions.at[loc + (index,)] = (line + 1, column + 1)
-            items.append(_plain(value, loc + (index,), positions))
+        for index, item_node in enumerate(node.value):
+            positions.at[loc + (index,)] = (item_node.start_mark.line + 1, item_node.start_mark.column + 1)
+            items.append(_document(item_node, loader, loc + (index,), positions))
         return items
-    # ruamel's scalar subclasses (ScalarFloat, OctalInt, ...) become their plain base types.
-    for base in (bool, int, float, str):
-        if isinstance(node, base):
-            return base(node)
-    return node
+    return None if node is None else loader.construct_object(node, deep=True)
+
+
+class _DocumentError(Exception):
+    def __init__(self, where: tuple[int, int], reason: str):
+        super().__init__(reason)
+        self.where, self.reason = where, reason
+
+
+class _InventoryLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's (C, when available) safe loader with the two YAML 1.1 rules it leaves out, so a value means
+    here exactly what it would mean to Kubernetes' reader: y/n are booleans, 1e3 is a float."""
+
+
+_InventoryLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
+_InventoryLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def _bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
+    return loader.construct_scalar(node).lower() in ("yes", "true", "on", "y")
+
+
+def _float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node).replace("_", "")
+    if re.match(r"^[-+]?[0-9]+[eE]", text):
+        return float(text)
+    return yaml.SafeLoader.construct_yaml_float(loader, node)
+
+
+_InventoryLoader.add_constructor("tag:yaml.org,2002:bool", _bool)
+_InventoryLoader.add_constructor("tag:yaml.org,2002:float", _float)
 
 
 def field_path(loc: Loc) -> str:
@@ -120,23 +155,23 @@ def _schema_problems(path: str, error: ValidationError, positions: _Positions) -
 
 
 def parse_inventory(text: str, path: str) -> tuple[Any, _Positions]:
-    yaml = YAML(typ="rt")
-    yaml.version = (1, 1)
-    yaml.allow_duplicate_keys = False
     positions = _Positions()
+    loader = _InventoryLoader(text)
     try:
-        with warnings.catch_warnings():
-            # ruamel warns that YAML 1.1 floats want a dot; Kubernetes' reader accepts 1e3 as a float anyway.
-            warnings.simplefilter("ignore")
-            document = yaml.load(text)
-    except MarkedYAMLError as exc:
+        node = loader.get_single_node()
+        document = _document(node, loader, (), positions)
+    except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         reason = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        if "duplicate key" in reason:
-            reason = f"{reason} (each key may appear once in a mapping)"
         raise InventoryInvalid([Problem(path, line, column, "(document)", f"YAML: {reason}")]) from None
-    return _plain(document, (), positions), positions
+    except yaml.YAMLError as exc:
+        raise InventoryInvalid([Problem(path, 1, 1, "(document)", f"YAML: {exc}")]) from None
+    except _DocumentError as exc:
+        raise InventoryInvalid([Problem(path, *exc.where, "(document)", f"YAML: {exc.reason}")]) from None
+    finally:
+        loader.dispose()
+    return document, positions
 
 
 def load_inventory(path: str | Path) -> Inventory:
