@@ -63,6 +63,15 @@ def ensure_replaceable(directory: Path) -> None:
         raise NotOurDirectory(f"refusing to replace {directory}: it holds files gpugen did not write ({listed})")
 
 
+def _write_new(path: Path, content: bytes) -> None:
+    # os-level calls: a national-scale render writes 8,000 files, and io.open's buffering layers add up.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, content)
+    finally:
+        os.close(fd)
+
+
 def write_tree(files: Files, directory: Path) -> Changes:
     """Make `directory` hold exactly `files`. Returns what changed; writes nothing when nothing did."""
     changes = diff_tree(files, directory)
@@ -72,10 +81,13 @@ def write_tree(files: Files, directory: Path) -> Changes:
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.new-", dir=directory.parent))
     try:
+        made: set[Path] = set()
         for path, content in files.items():
             target = staging / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
+            _write_new(target, content)
         os.chmod(staging, 0o755)  # mkdtemp makes it 0700
         if directory.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
