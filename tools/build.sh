@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Build the pinned upstream tools from their Go modules into the cache:
+#   tools/build.sh [kubeconform etcd kube-apiserver kyverno kueue]
+# A tool whose versioned binary is already cached is skipped. Each build runs in a
+# throw-away wrapper module under the cache (never committed), so upstream `replace`
+# lines that `go install pkg@version` would refuse can be carried over.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+# Write a wrapper go.mod requiring MODULE@VERSION, carrying over the upstream replace
+# lines that point at other modules. Kubernetes' `=> ./staging/src/...` lines are
+# mapped to the published v0.Y.Z of each staging module.
+make_wrapper() {
+  local dir="$1" module="$2" version="$3"
+  rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+  go mod init "gpugen.local/wrap/$(basename "$dir")"
+  local dl upstream_gomod
+  dl="$(go mod download -json "$module@$version")" || { jq -r '.Error' <<<"$dl" >&2; return 1; }
+  upstream_gomod="$(jq -r '.GoMod' <<<"$dl")"
+  local staging_version="v0.${KUBERNETES_VERSION#v1.}"  # v1.Y.Z -> v0.Y.Z
+  go mod edit -json "$upstream_gomod" | jq -r --arg sv "$staging_version" '
+    .Replace[]? |
+    (.Old.Path + (if .Old.Version then "@" + .Old.Version else "" end)) as $old |
+    if .New.Version then "\($old)=\(.New.Path)@\(.New.Version)"
+    elif (.New.Path | startswith("./staging/src/")) then "\($old)=\(.Old.Path)@\($sv)"
+    else "SKIP local replace \($old) => \(.New.Path)" end' |
+  while read -r rep; do
+    case "$rep" in
+      SKIP*) echo "$rep" ;;
+      *) echo "replace $rep"; go mod edit -replace="$rep" ;;
+    esac
+  done
+  go mod edit -require="$module@$version"
+}
+
+# build TOOL MODULE PACKAGE [LDFLAGS]
+build() {
+  local tool="$1" module="$2" pkg="$3" ldflags="${4:-}"
+  local version bin log
+  version="$(tool_version "$tool")"
+  bin="$(tool_bin "$tool")"
+  log="$LOG_DIR/build-$tool-$version.log"
+  if [ -x "$bin" ]; then
+    report_cached "$tool"
+    return 0
+  fi
+  echo "$tool: building $pkg@$version (log: $log)"
+  local start=$SECONDS rc
+  # A separate bash process: `set -e` is ignored inside functions/subshells called
+  # from an `||` context, so a plain ( ... ) here would carry on past a failed step.
+  export -f make_wrapper
+  set +e
+  CGO_ENABLED=0 bash -euxo pipefail -c '
+    make_wrapper "$1" "$2" "$3"
+    go get "$4@$3"
+    go build -trimpath -ldflags "$5" -o "$6.tmp" "$4"
+    mv "$6.tmp" "$6"' _ "$WRAP_DIR/$tool-$version" "$module" "$version" "$pkg" "$ldflags" "$bin" >"$log" 2>&1
+  rc=$?
+  set -e
+  if [ $rc -ne 0 ]; then
+    tail -n 20 "$log" >&2
+    echo "ERROR: could not build $tool (see $log)" >&2
+    return 1
+  fi
+  ln -sfn "$(basename "$bin")" "$BIN_DIR/$tool"
+  report_built "$tool" "$start"
+}
+
+# kube-apiserver refuses to start cleanly with an unparsable version: stamp it.
+k8s_ldflags() {
+  local v="$KUBERNETES_VERSION" minor major
+  major="${v#v}"; major="${major%%.*}"
+  minor="${v#v*.}"; minor="${minor%%.*}"
+  local f=""
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    f+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    f+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "-s -w$f"
+}
+
+build_tool() {
+  case "$1" in
+    kubeconform) build kubeconform github.com/yannh/kubeconform github.com/yannh/kubeconform/cmd/kubeconform \
+      "-s -w -X main.version=$KUBECONFORM_VERSION" ;;
+    # etcd 3.6: the server module's root package is the etcd binary's main.
+    etcd) build etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" ;;
+    kube-apiserver) build kube-apiserver k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags)" ;;
+    kyverno) build kyverno github.com/kyverno/kyverno github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno "-s -w" ;;
+    kueue) build kueue sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue \
+      "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" ;;
+    *) echo "ERROR: unknown tool '$1' (known: kubeconform etcd kube-apiserver kyverno kueue)" >&2; return 1 ;;
+  esac
+}
+
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(kubeconform etcd kube-apiserver kyverno kueue)
+failed=()
+for t in "${tools[@]}"; do
+  build_tool "$t" || failed+=("$t")   # keep going: one failure should not hide the others
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "ERROR: could not build: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Assemble the pinned upstream CRDs into $CACHE/crds/ (rebuilt on every run, so a
+# changed pin never leaves stale files) and print that directory.
+# They are read from the Go module cache (tools/module-dir.sh): never copied into the repo.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/common.sh"
+
+out="$CACHE/crds"
+tmp="$(mktemp -d "$CACHE/crds.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+
+# copy_crds MODULE VERSION GLOB...: copy matching files (paths relative to the module root).
+copy_crds() {
+  local module="$1" version="$2"; shift 2
+  local dir n=0
+  dir="$("$here/module-dir.sh" "$module" "$version")"
+  for g in "$@"; do
+    for f in $dir/$g; do
+      [ -f "$f" ] || continue
+      cp "$f" "$tmp/" && chmod u+w "$tmp/$(basename "$f")"
+      n=$((n + 1))
+    done
+  done
+  # A moved upstream path must fail loudly, not yield an empty CRD set.
+  [ "$n" -gt 0 ] || { echo "ERROR: no CRDs matched $* in $module@$version" >&2; exit 1; }
+}
+
+copy_crds github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" 'manifests/base/crds/trainer.kubeflow.org_*.yaml'
+copy_crds sigs.k8s.io/kueue "$KUEUE_VERSION" 'config/components/crd/bases/kueue.x-k8s.io_*.yaml'
+copy_crds sigs.k8s.io/jobset "$JOBSET_VERSION" 'config/components/crd/bases/jobset.x-k8s.io_*.yaml'
+copy_crds github.com/kyverno/kyverno "$KYVERNO_VERSION" 'config/crds/policies.kyverno.io/policies.kyverno.io_*.yaml'
+# argo-cd's module needs a newer Go to extract; module-dir.sh unpacks its verified zip.
+copy_crds github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" 'manifests/crds/application-crd.yaml'
+
+rm -rf "$out" && mv "$tmp" "$out" && trap - EXIT
+echo "$out"
