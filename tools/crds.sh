@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Assemble the pinned upstream CRDs into $CACHE/crds/ (rebuilt on every run, so a
-# changed pin never leaves stale files) and print that directory.
+# Assemble the pinned upstream CRDs into $CACHE/crds-<stamp>/ and print that directory.
+# The stamp hashes the pins and this script, so a changed pin gets a fresh directory, and an
+# existing one is never rewritten while a concurrent test run reads it.
 # They are read from the Go module cache (tools/module-dir.sh): never copied into the repo.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/common.sh"
 
-out="$CACHE/crds"
+stamp="$(cat "$REPO_ROOT/generator/versions.env" "$here/crds.sh" | sha256sum | cut -c1-16)"
+out="$CACHE/crds-$stamp"
+if [ -d "$out" ]; then echo "$out"; exit 0; fi
 tmp="$(mktemp -d "$CACHE/crds.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -33,5 +36,7 @@ copy_crds github.com/kyverno/kyverno "$KYVERNO_VERSION" 'config/crds/policies.ky
 # argo-cd's module needs a newer Go to extract; module-dir.sh unpacks its verified zip.
 copy_crds github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" 'manifests/crds/application-crd.yaml'
 
-rm -rf "$out" && mv "$tmp" "$out" && trap - EXIT
+# mv of a directory onto a missing name is atomic; if a concurrent run won the race, keep theirs.
+mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"
+trap - EXIT
 echo "$out"

@@ -215,8 +215,9 @@ def trainjob_runtime(inventory: Inventory) -> dict[str, Any]:
         {
             "expression": f"variables.ref.name in {cel(names)}",
             "messageExpression": (
-                f'"runtime " + variables.ref.name + '
-                f'{cel(f" is not available on {cluster}: every TrainJob names the runtime of one GPU class; {todo} (kubectl get clustertrainingruntimes)")}'
+                '"runtime " + variables.ref.name + '
+                + cel(f" is not available on {cluster}: every TrainJob names the runtime of one GPU class; {todo} "
+                      "(kubectl get clustertrainingruntimes)")
             ),
         },
     ]
@@ -260,7 +261,8 @@ def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
     validations = [
         {
             "expression": "variables.fromKueue || variables.userPatchFields.size() == 0",
-            "messageExpression": '"remove " + variables.userPatchFields.join(", ") + ' + cel(" from spec.runtimePatches" + tail),
+            "messageExpression": ('"remove " + variables.userPatchFields.join(", ") + '
+                                  + cel(" from spec.runtimePatches" + tail)),
         },
         {
             "expression": "variables.fromKueue || variables.legacyFields.size() == 0",
@@ -366,7 +368,7 @@ def trainjob_image_arch(inventory: Inventory) -> dict[str, Any]:
     variables = _variables(
         arch=f"{cel(arches)}[?object.spec.runtimeRef.name]",
         images=_images("object"),
-        oldImages=f'request.operation != "UPDATE" ? [] : ' + _images("oldObject"),
+        oldImages='request.operation != "UPDATE" ? [] : ' + _images("oldObject"),
         # Only images the request adds or changes are looked up (Kueue's updates carry the same images).
         checked=('variables.arch.hasValue() && (request.operation == "CREATE" || '
                  "variables.images != variables.oldImages) ? variables.images : []"),
@@ -389,8 +391,9 @@ def trainjob_image_arch(inventory: Inventory) -> dict[str, Any]:
             'variables.arch.value() + " (a multi-arch image must list it in its index) and use that tag"'
         ),
     }]
+    platforms = ", ".join(f"{rt} linux/{arch}" for rt, arch in arches.items())
     description = ("An image a TrainJob sets (spec.trainer.image, containers in runtimePatches) offers the "
-                   "platform of its runtime's GPU class: " + ", ".join(f"{rt} linux/{arch}" for rt, arch in arches.items()))
+                   f"platform of its runtime's GPU class: {platforms}")
     return _validating(inventory, IMAGE_ARCH, description, _match(inventory, _trainjobs(["CREATE", "UPDATE"])),
                        variables, validations)
 

@@ -1,0 +1,626 @@
+"""The Kyverno policies, proven with the real kyverno CLI (`kyverno test`, version pinned in versions.env).
+
+tests/policies/cases.yaml lists the cases: bypass attempts that must be denied by the right policy with the
+right message, and legitimate objects (hand-written, and TrainJobs built by the real Kubeflow SDK) that every
+policy must let through or mutate exactly into tests/policies/patched/. At test time this file renders the
+policies from each inventory, groups the cases into kyverno test suites (one per inventory, user, mode and
+operation) in a temporary directory, runs the CLI once over all of them, and checks every row it reports: the
+CLI's own verdict, and that the row is the one expected (policy, object, reason, message). A policy that
+does not apply is reported by the CLI as a pass ("Excluded"); such rows only count where a case says
+`outside`.
+
+Two modes, because the CLI cannot do both at once (see docs/policies.md, "Testing"):
+- suites whose TrainJobs set no image get the Trainer CRDs from the Go module cache (clusterResources);
+- suites with custom images get the mocked registry metadata (tests/policies/images.yaml, a CLI Context),
+  which the CLI only reads when it has no cluster resources.
+
+The CLI sends an UPDATE with the object as its own oldObject; the `updates:` cases, whose oldObject differs, are
+evaluated by tests/policies/engine (Kyverno's CEL engine packages, built against the pinned module).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO, require_tool
+from kubeflow_sdk import train_job_from_sdk
+
+from generator import emit
+from generator.build import kyverno, trainer
+from generator.inventory import load_inventory
+from generator.inventory.models import Inventory
+from generator.versions import pin
+
+HERE = REPO / "tests" / "policies"
+CASES_FILE = HERE / "cases.yaml"
+INVENTORIES = {"flame": REPO / "gpu_classes.yaml", "two-classes": HERE / "two-classes.yaml"}
+TRAINER_CRDS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+# The policies that match each kind (every one of them is checked for every case of that kind).
+POLICIES_FOR = {
+    "TrainJob": (kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.IMAGE_ARCH),
+    "Job": (kyverno.QUEUE,),
+    "Pod": (kyverno.MOUNT_STORAGE, kyverno.GPU_PODS),
+}
+FLAG = {"ValidatingPolicy": "isValidatingPolicy", "MutatingPolicy": "isMutatingPolicy"}  # kyverno-test.yaml
+API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GPUGEN_CACHE") or Path.home() / ".cache" / "gpugen")
+
+
+def kyverno_path() -> Path:
+    return cache_dir() / "bin" / f"kyverno-{pin('KYVERNO')}"
+
+
+# --- the case table ---------------------------------------------------------------------------------------
+
+SPEC = yaml.safe_load(CASES_FILE.read_text())
+
+
+@dataclass(frozen=True)
+class Case:
+    index: int
+    kind: str
+    namespace: str
+    name: str
+    user: str
+    inventory: str = "flame"
+    operation: str = "CREATE"
+    deny: str | None = None
+    message: str | None = None
+    allow: bool = False
+    mutate: str | None = None
+    outside: bool = False
+    sdk: dict[str, Any] | None = None
+    patch: dict[str, Any] | None = None  # updates only: JSON merge patch from oldObject to object
+
+    @property
+    def id(self) -> str:
+        changed = f"#{self.index}" if self.patch is not None else ""  # updates: several per object
+        return f"{self.inventory}:{self.user}:{self.operation}:{self.kind}/{self.namespace}/{self.name}{changed}"
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.kind, self.namespace, self.name
+
+    @property
+    def legitimate(self) -> bool:
+        return self.allow or self.mutate is not None
+
+
+def parse_cases(spec: dict[str, Any], section: str = "cases") -> list[Case]:
+    cases = []
+    for index, raw in enumerate(spec[section]):
+        raw = dict(raw)
+        if section == "updates":
+            assert "patch" in raw and "operation" not in raw and "mutate" not in raw and "sdk" not in raw, raw
+            raw["operation"] = "UPDATE"
+        kind, _, ref = raw.pop("object").partition(" ")
+        namespace, _, name = ref.partition("/")
+        case = Case(index=index, kind=kind, namespace=namespace, name=name, **raw)
+        expectations = [case.deny is not None, case.allow, case.mutate is not None, case.outside]
+        assert sum(expectations) == 1, f"case {case.id}: exactly one of deny, allow, mutate, outside"
+        assert (case.deny is None) == (case.message is None), f"case {case.id}: deny needs a message and only deny"
+        assert case.user in spec["users"], f"case {case.id}: unknown user {case.user}"
+        assert case.kind in POLICIES_FOR, f"case {case.id}: no policies for kind {case.kind}"
+        assert case.deny is None or case.deny in POLICIES_FOR[kind], f"case {case.id}: {case.deny} is not for {kind}"
+        cases.append(case)
+    ids = Counter(case.id for case in cases)
+    assert not [i for i, n in ids.items() if n > 1], f"duplicate cases: {[i for i, n in ids.items() if n > 1]}"
+    return cases
+
+
+CASES = parse_cases(SPEC)
+UPDATES = parse_cases(SPEC, "updates")
+
+
+def username(user: str, inventory: Inventory) -> dict[str, Any]:
+    entry = SPEC["users"][user]
+    if "controller" in entry:
+        return {"username": getattr(inventory.cluster.controllers, entry["controller"])}
+    return {key: entry[key] for key in ("username", "groups") if key in entry}
+
+
+def resource_objects() -> dict[tuple[str, str, str], dict[str, Any]]:
+    objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for path in sorted((HERE / "resources").glob("*.yaml")):
+        for obj in yaml.safe_load_all(path.read_text()):
+            key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+            assert key not in objects, f"{path.name}: {key} defined twice"
+            objects[key] = obj
+    return objects
+
+
+def sets_image(obj: dict[str, Any]) -> bool:
+    """Whether a TrainJob sets an image of its own (the image policy then asks the registry)."""
+    return obj["kind"] == "TrainJob" and '"image"' in json.dumps(obj.get("spec", {}))
+
+
+# --- building and running the suites ----------------------------------------------------------------------
+
+@dataclass
+class Suite:
+    name: str
+    inventory: str
+    user: str
+    images: bool
+    operation: str
+    cases: list[Case] = field(default_factory=list)
+    expected: list[tuple[Case, str]] = field(default_factory=list)  # (case, policy) per result, in order
+
+
+def dump(path: Path, *docs: dict[str, Any]) -> None:
+    """Test inputs as JSON documents (JSON is YAML without YAML 1.1's surprises; SDK bodies hold floats)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("---\n".join(json.dumps(doc, indent=1) + "\n" for doc in docs))
+
+
+def namespace_objects(names: set[str]) -> list[dict[str, Any]]:
+    # The API server sets kubernetes.io/metadata.name on every namespace; the CLI needs to be told.
+    return [{"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": ns, "labels": {kyverno.NAMESPACE_NAME_LABEL: ns}}} for ns in sorted(names)]
+
+
+def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, crd_dir: Path,
+                 cases: list[Case] = CASES) -> dict[str, Suite]:
+    """One suite per inventory, user, mode and operation: the CLI evaluates every resource of a suite once per
+    operation its results name, so CREATE and UPDATE cases go to different suites."""
+    policies = {name: kyverno.policies(inv) for name, inv in inventories.items()}
+    suites: dict[str, Suite] = {}
+    for case in cases:
+        obj = objects[case.key]
+        images = sets_image(obj)
+        name = f"{case.inventory}--{case.user}--{'images' if images else 'crds'}--{case.operation.lower()}"
+        suite = suites.setdefault(name, Suite(name, case.inventory, case.user, images, case.operation))
+        suite.cases.append(case)
+    for suite in suites.values():
+        directory = root / suite.name
+        inventory = inventories[suite.inventory]
+        kinds = {}
+        for policy in policies[suite.inventory]:
+            # The policy exactly as rendered into rendered/kyverno/.
+            path = directory / "policies" / f"{policy['metadata']['name']}.yaml"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(emit.manifest(policy, INVENTORIES[suite.inventory].name))
+            kinds[policy["metadata"]["name"]] = policy["kind"]
+        suite_objects = {case.key: objects[case.key] for case in suite.cases}
+        dump(directory / "resources.yaml", *suite_objects.values())
+        namespaces = namespace_objects({ns for _, ns, _ in suite_objects})
+        dump(directory / "values.yaml", {"apiVersion": "cli.kyverno.io/v1alpha1", "kind": "Values",
+                                         "metadata": {"name": "values"}, "namespaces": namespaces})
+        dump(directory / "user.yaml", {"apiVersion": "cli.kyverno.io/v1alpha1", "kind": "UserInfo",
+                                       "metadata": {"name": suite.user},
+                                       "userInfo": username(suite.user, inventory)})
+        test: dict[str, Any] = {
+            "apiVersion": "cli.kyverno.io/v1alpha1", "kind": "Test", "metadata": {"name": suite.name},
+            "policies": [f"policies/{name}.yaml" for name in sorted(kinds)],
+            "resources": ["resources.yaml"],
+            "variables": "values.yaml",
+            "userinfo": "user.yaml",
+        }
+        if suite.images:
+            (directory / "context.yaml").write_text((HERE / "images.yaml").read_text())
+            test["context"] = "context.yaml"
+        else:
+            dump(directory / "cluster.yaml", {
+                "apiVersion": "cli.kyverno.io/v1alpha1", "kind": "ClusterResource", "metadata": {"name": "crds"},
+                "spec": {"crds": [str(crd_dir / f"trainer.kubeflow.org_{crd}.yaml") for crd in TRAINER_CRDS],
+                         "resources": namespaces}})
+            test["clusterResources"] = ["cluster.yaml"]
+        results = []
+        for case in suite.cases:
+            for policy in POLICIES_FOR[case.kind]:
+                result: dict[str, Any] = {
+                    "policy": policy,
+                    "kind": case.kind,
+                    "resources": [f"{case.namespace}/{case.name}"],
+                    "result": "fail" if policy == case.deny else "pass",
+                    FLAG[kinds[policy]]: True,
+                }
+                if case.operation != "CREATE":  # CREATE is the CLI's default run
+                    result["operation"] = case.operation
+                if kinds[policy] == "MutatingPolicy" and not case.outside:
+                    # Mutated exactly as expected, or not at all.
+                    patched = f"patched/{case.index:03d}-{case.name}.yaml"
+                    expected = (yaml.safe_load((HERE / "patched" / case.mutate).read_text()) if case.mutate
+                                else objects[case.key])
+                    dump(directory / patched, expected)
+                    result["patchedResources"] = patched
+                results.append(result)
+                suite.expected.append((case, policy))
+        test["results"] = results
+        dump(directory / "kyverno-test.yaml", test)
+    return suites
+
+
+_LOADING = re.compile(r"^Loading test (?P<name>\S*) \( (?P<path>.*) \) \.\.\.$")
+
+
+def parse_output(stdout: str) -> dict[str, list[dict[str, Any]]]:
+    """The JSON rows the CLI prints after each 'Loading test NAME ( PATH ) ...' line, by suite directory."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    current, block = None, None
+    for line in stdout.splitlines():
+        loading = _LOADING.match(line)
+        if loading:
+            current = Path(loading["path"]).parent.name
+        elif line == "[" and current is not None:
+            block = [line]
+        elif block is not None:
+            block.append(line)
+            if line == "]":
+                assert current not in rows, f"two result tables for {current}"
+                rows[current] = json.loads("\n".join(block))
+                block = None
+    return rows
+
+
+@dataclass
+class Run:
+    suites: dict[str, Suite]
+    rows: dict[str, list[dict[str, Any]]]
+    stdout: str
+    returncode: int
+    by_case: dict[int, list[tuple[str, dict[str, Any]]]]
+
+
+def module_dir(module: str, version: str) -> Path | None:
+    done = subprocess.run(["bash", str(REPO / "tools" / "module-dir.sh"), module, version],
+                          capture_output=True, text=True)
+    path = Path(done.stdout.strip()) if done.returncode == 0 else None
+    return path if path and path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def trainer_crds() -> Path:
+    directory = module_dir("github.com/kubeflow/trainer/v2", pin("TRAINER"))
+    crds = directory / "manifests" / "base" / "crds" if directory else None
+    if crds is None or not all((crds / f"trainer.kubeflow.org_{crd}.yaml").is_file() for crd in TRAINER_CRDS):
+        message = f"the Trainer {pin('TRAINER')} CRDs are not in the Go module cache (tools/module-dir.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this check: {message}")
+        pytest.skip(message + "; run `make tools`")
+    return crds
+
+
+@pytest.fixture(scope="session")
+def inventories() -> dict[str, Inventory]:
+    return {name: load_inventory(path) for name, path in INVENTORIES.items()}
+
+
+@pytest.fixture(scope="session")
+def case_objects(inventories) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """resources/*.yaml plus the TrainJobs the real Kubeflow SDK builds against each inventory's runtimes."""
+    objects = resource_objects()
+    for case in CASES:
+        if case.sdk is None:
+            assert case.key in objects, f"case {case.id}: no object {case.key} in tests/policies/resources"
+            continue
+        sdk = dict(case.sdk)
+        runtime = sdk.pop("runtime")
+        body = train_job_from_sdk(trainer.runtimes(inventories[case.inventory]), case.namespace, runtime, **sdk)
+        body = copy.deepcopy(body)
+        body["metadata"]["name"] = case.name  # the SDK picks a random name
+        assert case.key not in objects, f"case {case.id}: SDK object clashes with a resource"
+        objects[case.key] = body
+    return objects
+
+
+@pytest.fixture(scope="session")
+def run(tmp_path_factory, inventories, case_objects, trainer_crds) -> Run:
+    binary = require_tool(kyverno_path(), f"kyverno CLI {pin('KYVERNO')}", "run `make tools` (tools/build.sh kyverno)")
+    root = tmp_path_factory.mktemp("kyverno-suites")
+    suites = build_suites(root, inventories, case_objects, trainer_crds)
+    done = subprocess.run([binary, "test", str(root), "--output-format", "json", "--detailed-results",
+                           "--remove-color"], capture_output=True, text=True, timeout=600)
+    stdout = done.stdout + done.stderr
+    rows = parse_output(done.stdout)
+    by_case: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for name, suite in suites.items():
+        got = rows.get(name, [])
+        assert len(got) == len(suite.expected), (
+            f"suite {name}: {len(suite.expected)} results expected, the CLI reported {len(got)}\n{stdout[-5000:]}")
+        for (case, policy), row in zip(suite.expected, got):
+            by_case[case.index].append((policy, row))
+    return Run(suites, rows, stdout, done.returncode, by_case)
+
+
+# --- the checks -------------------------------------------------------------------------------------------
+
+@pytest.mark.tools
+def test_every_suite_ran_and_the_cli_reports_no_failure(run):
+    assert set(run.rows) == set(run.suites), run.stdout[-5000:]
+    failed = [(suite, row) for suite, rows in run.rows.items() for row in rows if row["RESULT"] != "Pass"]
+    assert not failed, "\n".join(f"{suite}: {row}" for suite, row in failed)
+    total = sum(len(suite.expected) for suite in run.suites.values())
+    summary = [line for line in run.stdout.splitlines() if line.startswith("Test Summary")]
+    assert summary == [f"Test Summary: {total} tests passed and 0 tests failed"], (summary, run.stdout[-3000:])
+    assert run.returncode == 0, run.stdout[-5000:]
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_case(run, case):
+    rows = run.by_case[case.index]
+    assert [policy for policy, _ in rows] == list(POLICIES_FOR[case.kind])
+    resource = f"{API_VERSIONS[case.kind]}/{case.kind}/{case.namespace}/{case.name}"
+    for policy, row in rows:
+        where = f"{policy} on {resource} ({case.operation} as {case.user}): {row}"
+        assert row["POLICY"] == policy and row["RESOURCE"] == resource, where
+        # The CLI's verdict on the expected result: "Pass" means it matched.
+        assert row["RESULT"] == "Pass", where
+        if case.outside:
+            assert row["REASON"] == "Excluded", where
+            continue
+        # Anything else must have been evaluated: an excluded policy would "pass" any expectation.
+        assert row["REASON"] == "Ok", where
+        if policy == case.deny:
+            assert case.message in row["Message"], where
+        else:
+            assert row["Message"] == "success", where
+
+
+def test_enough_bypass_attempts_and_legitimate_objects():
+    denied = [case for case in CASES + UPDATES if case.deny]
+    legitimate = [case for case in CASES + UPDATES if case.legitimate]
+    assert len(denied) >= 30, len(denied)
+    assert len(legitimate) >= 15, len(legitimate)
+    # Every policy is shown to deny (or mutate) and to let legitimate objects through.
+    for policy in (kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.GPU_PODS, kyverno.IMAGE_ARCH):
+        assert any(case.deny == policy for case in CASES), policy
+    assert any(case.mutate for case in CASES)
+    # Placement: each field, on CREATE and on UPDATE.
+    for fieldname in kyverno.PLACEMENT_FIELDS:
+        ops = {case.operation for case in denied if f"remove {fieldname} from spec.runtimePatches" in case.message}
+        assert ops >= {"CREATE", "UPDATE"}, (fieldname, ops)
+    # Legitimate inputs include SDK-made TrainJobs and a plain batch Job requesting one GPU.
+    assert sum(1 for case in legitimate if case.sdk) >= 3
+    assert any(case.kind == "Job" and case.name == "one-gpu" and case.allow for case in CASES)
+
+
+def test_sdk_trainjobs_are_what_the_sdk_builds(case_objects):
+    """The SDK cases are built at test time (nothing generated is committed), and look like the SDK's."""
+    body = case_objects[("TrainJob", "vision-lab", "sdk-two-nodes")]
+    assert body["spec"]["runtimeRef"] == {"kind": "ClusterTrainingRuntime", "name": "torch-gh200"}
+    assert body["spec"]["trainer"]["numNodes"] == 2
+    assert body["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"] in (1, "1")
+    assert case_objects[("TrainJob", "vision-lab", "sdk-multi-arch-image")]["spec"]["trainer"]["image"] == \
+        "registry.example.org/vision/train:multi"
+
+
+@pytest.mark.tools
+def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_objects, trainer_crds):
+    """An expectation the policies do not meet must fail in the CLI: the harness cannot pass vacuously."""
+    (case,) = [c for c in CASES if c.key == ("TrainJob", "vision-lab", "torch-distributed") and c.inventory == "flame"]
+    (suite,) = build_suites(tmp_path, inventories, case_objects, trainer_crds, [case]).values()
+    test_file = tmp_path / suite.name / "kyverno-test.yaml"
+    test = yaml.safe_load(test_file.read_text())
+    (result,) = [r for r in test["results"] if r["policy"] == kyverno.RUNTIME]
+    result["result"] = "pass"  # torch-distributed is denied: expecting a pass must fail
+    dump(test_file, test)
+    done = subprocess.run([str(kyverno_path()), "test", str(tmp_path / suite.name), "--remove-color"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Want pass, got fail" in done.stdout
+    assert "Test Summary: 3 tests passed and 1 tests failed" in done.stdout
+
+
+# --- UPDATEs with a real oldObject, through Kyverno's CEL engine ----------------------------------------------
+
+ENGINE_SOURCE = HERE / "engine" / "main.go"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _go(args: list[str], cwd: Path) -> str:
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0"}
+    done = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"go {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory) -> Path:
+    """tests/policies/engine built against the pinned Kyverno (cached by version and source hash)."""
+    import hashlib
+    import shutil
+
+    version = pin("KYVERNO")
+    digest = hashlib.sha256(ENGINE_SOURCE.read_bytes()).hexdigest()[:12]
+    binary = cache_dir() / "bin" / f"kyverno-engine-{version}-{digest}"
+    if binary.is_file():
+        return binary
+    if shutil.which("go") is None or not kyverno_path().is_file():
+        message = "needs the Go toolchain and the kyverno CLI's modules"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this check: {message}")
+        pytest.skip(message + "; run `make tools`")
+    work = tmp_path_factory.mktemp("engine")
+    shutil.copy(ENGINE_SOURCE, work / "main.go")
+    _go(["mod", "init", "gpugen.local/policy-engine"], work)
+    # Kyverno's go.mod replaces k8s.io/pod-security-admission with its fork; `require` alone would not build.
+    module = json.loads(_go(["mod", "download", "-json", f"github.com/kyverno/kyverno@{version}"], work))
+    upstream = json.loads(_go(["mod", "edit", "-json", module["GoMod"]], work))
+    for replace in upstream.get("Replace") or []:
+        if replace["New"].get("Version"):
+            old = replace["Old"]["Path"] + (f"@{replace['Old']['Version']}" if replace["Old"].get("Version") else "")
+            _go(["mod", "edit", f"-replace={old}={replace['New']['Path']}@{replace['New']['Version']}"], work)
+    _go(["mod", "edit", f"-require=github.com/kyverno/kyverno@{version}"], work)
+    _go(["mod", "tidy"], work)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."], work)
+    os.replace(str(binary) + ".tmp", binary)
+    return binary
+
+
+@pytest.fixture(scope="session")
+def update_responses(engine, tmp_path_factory, inventories, case_objects) -> dict[int, list[dict[str, Any]]]:
+    by_inventory: dict[str, list[Case]] = defaultdict(list)
+    for case in UPDATES:
+        by_inventory[case.inventory].append(case)
+    responses: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for name, cases in by_inventory.items():
+        inventory = inventories[name]
+        directory = tmp_path_factory.mktemp(f"engine-{name}")
+        files = []
+        for policy in kyverno.policies(inventory):
+            if policy["kind"] == "ValidatingPolicy":
+                path = directory / f"{policy['metadata']['name']}.yaml"
+                path.write_bytes(emit.manifest(policy, INVENTORIES[name].name))
+                files.append(str(path))
+        requests = []
+        for case in cases:
+            old = case_objects[case.key]
+            requests.append({
+                "id": str(case.index), "operation": "UPDATE",
+                "username": username(case.user, inventory)["username"],
+                "object": merge_patch(old, case.patch), "oldObject": old,
+                "namespaces": kyverno.research_namespaces(inventory),
+            })
+        done = subprocess.run([str(engine), *files], input=json.dumps(requests), capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        for response in json.loads(done.stdout):
+            responses[int(response["id"])].append(response)
+    return responses
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("case", UPDATES, ids=[case.id for case in UPDATES])
+def test_update(update_responses, case):
+    expected = [p for p in POLICIES_FOR[case.kind] if p != kyverno.MOUNT_STORAGE]
+    got = update_responses[case.index]
+    assert [r["policy"] for r in got] == expected, got
+    for response in got:
+        if response["policy"] == case.deny:
+            assert response["status"] == "fail" and case.message in response["message"], response
+        else:
+            assert response["status"] == "pass" and response["message"] == "success", response
+
+
+def test_merge_patch_is_rfc_7386():
+    assert merge_patch({"a": {"b": 1, "c": 2}, "l": [1]}, {"a": {"b": None, "d": 3}, "l": [2]}) == \
+        {"a": {"c": 2, "d": 3}, "l": [2]}
+
+
+# Objects that use fields the Trainer v2.3 CRD does not have: the API server never lets them reach admission,
+# and the policies refuse them anyway (for other Trainer versions).
+OUTSIDE_TRAINER_SCHEMA = sorted([
+    ("TrainJob", "image-in-runtime-patch"),
+    ("TrainJob", "legacy-pod-spec-overrides"),
+    ("TrainJob", "legacy-pod-template-overrides"),
+    ("TrainJob", "patch-node-name"),
+])
+
+
+@pytest.mark.tools
+def test_test_objects_are_real_objects():
+    """The test objects are what the API server accepts (strict schemas from the pinned sources), so the bypass
+    attempts could be sent for real; only OUTSIDE_TRAINER_SCHEMA cannot."""
+    require_tool(cache_dir() / "bin" / f"kubeconform-{pin('KUBECONFORM')}", "kubeconform", "run `make tools`")
+    done = subprocess.run(["bash", "tools/kubeconform.sh", "tests/policies/resources", "tests/policies/patched"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    invalid = sorted(re.findall(r" - (\w+) (\S+) is invalid", done.stdout))
+    assert invalid == OUTSIDE_TRAINER_SCHEMA, done.stdout + done.stderr
+    assert re.search(r"Errors: 0, Skipped: 0", done.stdout), done.stdout + done.stderr
+
+
+# --- the policies follow the inventory, at any scale --------------------------------------------------------
+
+def by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {obj["metadata"]["name"]: obj for obj in objects}
+
+
+def cel_text(policy: dict[str, Any]) -> str:
+    spec = policy["spec"]
+    parts = [v["expression"] for v in spec.get("variables", [])]
+    for validation in spec.get("validations", []):
+        parts += [validation["expression"], validation.get("messageExpression", ""), validation.get("message", "")]
+    for mutation in spec.get("mutations", []):
+        parts.append(mutation["jsonPatch"]["expression"])
+    return "\n".join(parts)
+
+
+def test_policies_follow_the_inventory(inventories):
+    flame, lab = (by_name(kyverno.policies(inventories[name])) for name in ("flame", "two-classes"))
+    assert 'variables.ref.name in ["torch-gh200"]' in cel_text(flame[kyverno.RUNTIME])
+    assert 'variables.ref.name in ["torch-a100", "torch-gh200"]' in cel_text(lab[kyverno.RUNTIME])
+    assert '{"torch-gh200": "arm64"}' in cel_text(flame[kyverno.IMAGE_ARCH])
+    assert '{"torch-a100": "amd64", "torch-gh200": "arm64"}' in cel_text(lab[kyverno.IMAGE_ARCH])
+    assert '"claim": "user-home", "path": "/personal"' in cel_text(lab[kyverno.MOUNT_STORAGE])
+    assert '"claim": "group-scratch", "path": "/scratch"' in cel_text(lab[kyverno.MOUNT_STORAGE])
+    assert '"system:kube-controller-manager"' in cel_text(lab[kyverno.GPU_PODS])
+    assert '"system:serviceaccount:kueue:kueue-controller"' in cel_text(lab[kyverno.PLACEMENT])
+    for policies, namespaces in ((flame, ["nlp-lab", "nlp-lab-teaching", "vision-lab"]),
+                                 (lab, ["robotics", "robotics-dev"])):
+        for policy in policies.values():
+            (expression,) = policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+            assert expression == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
+
+
+def test_every_policy_enforces(inventories):
+    for policy in kyverno.policies(inventories["flame"]):
+        spec = policy["spec"]
+        assert policy["apiVersion"] == "policies.kyverno.io/v1"
+        assert spec["failurePolicy"] == "Fail"
+        assert "matchConditions" not in spec  # one shared webhook (see the module docstring)
+        if policy["kind"] == "ValidatingPolicy":
+            assert spec["validationActions"] == ["Deny"]
+
+
+def big_inventory(classes: int, groups: int, namespaces_per_group: int) -> Inventory:
+    base = load_inventory(INVENTORIES["flame"]).model_dump()
+    template = base["classes"]["gh200"]
+    base["classes"] = {f"c{i:02d}": {**template, "arch": "arm64" if i % 2 else "amd64",
+                                     "nodeSelector": {"nvidia.com/gpu.product": f"GPU-{i:02d}"}}
+                       for i in range(classes)}
+    allocation = {"gpus": 0, "cpu": 0, "memory": "0"}
+    base["groups"] = {f"group-{g:04d}": {"namespaces": [f"group-{g:04d}-{n}" for n in range(namespaces_per_group)],
+                                         "allocations": {"c00": allocation}}
+                      for g in range(groups)}
+    return Inventory.model_validate(base, strict=False)
+
+
+def test_policy_size_and_cel_do_not_grow_with_namespaces():
+    """64 classes x 2,000 groups x 3 namespaces: six policies whatever the count; the namespace list lives in
+    the selector only (stored once per policy), never in CEL; each object stays far below etcd's 1.5 MiB."""
+    small, large = big_inventory(64, 2, 3), big_inventory(64, 2000, 3)
+    small_policies, large_policies = kyverno.policies(small), kyverno.policies(large)
+    assert [p["metadata"]["name"] for p in small_policies] == [p["metadata"]["name"] for p in large_policies]
+    for few, many in zip(small_policies, large_policies):
+        assert cel_text(few) == cel_text(many)
+        size = len(json.dumps(many))
+        assert size < 300 * 1024, (many["metadata"]["name"], size)
+        values = many["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"]
+        assert len(values) == 6000 and values == sorted(values)
+    # Identical selectors: Kyverno groups the policies into one webhook per failure policy.
+    selectors = {json.dumps(p["spec"]["matchConstraints"]["namespaceSelector"]) for p in large_policies}
+    assert len(selectors) == 1
+
+
+def test_render_is_deterministic(inventories):
+    for inventory in inventories.values():
+        first = [emit.to_yaml(p) for p in kyverno.policies(inventory)]
+        assert first == [emit.to_yaml(p) for p in kyverno.policies(inventory)]
