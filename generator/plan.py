@@ -249,23 +249,30 @@ def format_text(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _fit(lines: list[str], budget: int) -> list[str]:
+    """The longest prefix of `lines` whose text fits in `budget` characters."""
+    kept, size = [], 0
+    for line in lines:
+        if size + len(line) + 1 > budget:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return kept
+
+
 def format_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT - 512) -> str:
-    """A PR comment; stays under `limit` characters (room left for a workflow's marker), truncating the
-    details with a note."""
-    head = ["### gpugen plan", ""]
+    """A PR comment under `limit` characters (room left for a workflow's marker). When too long, the
+    per-object details are cut first, then the risk list, each with a note saying so."""
+    title = ["### gpugen plan", ""]
     if not plan.changes:
-        return "\n".join(head + ["No changes to the cluster."]) + "\n"
-    head.append(f"**{_counts(plan)}**")
-    head.append("")
-    if plan.risks:
-        head += ["#### :warning: Risks", ""]
-        head += [f"- **{risk.key[0]} `{_name(risk.key)}`**: {risk.what}" for risk in plan.risks]
-        head.append("")
-    head += ["| kind | added | changed | removed |", "|---|---:|---:|---:|"]
+        return "\n".join(title + ["No changes to the cluster."]) + "\n"
+    title += [f"**{_counts(plan)}**", ""]
+    risks = [f"- **{risk.key[0]} `{_name(risk.key)}`**: {risk.what}" for risk in plan.risks]
+    summary = ["| kind | added | changed | removed |", "|---|---:|---:|---:|"]
     for kind, changes in plan.by_kind().items():
         actions = [c.action for c in changes]
-        head.append(f"| {kind} | {actions.count('added')} | {actions.count('changed')} | {actions.count('removed')} |")
-    head.append("")
+        summary.append(f"| {kind} | {actions.count('added')} | {actions.count('changed')} | {actions.count('removed')} |")
+    summary.append("")
     details: list[str] = []
     for kind, changes in plan.by_kind().items():
         details += [f"<details><summary>{kind} ({len(changes)})</summary>", ""]
@@ -273,18 +280,23 @@ def format_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT - 512) -> str:
             details.append(f"- `{_name(change.key)}` {change.action}")
             details += [f"  - `{fc.path}`: `{_change(fc).replace(' -> ', '` → `')}`" for fc in change.fields]
         details += ["", "</details>", ""]
-    text = "\n".join(head + details) + "\n"
+
+    def assemble(risk_lines: list[str], detail_lines: list[str], note: str = "") -> str:
+        risk_block = ["#### :warning: Risks", "", *risk_lines, ""] if risk_lines else []
+        return "\n".join(title + risk_block + summary + detail_lines) + "\n" + note
+
+    text = assemble(risks, details)
     if len(text) <= limit:
         return text
     note = "\n_Truncated to fit a GitHub comment: run `python -m generator plan` for the full list._\n"
-    kept, size = [], len("\n".join(head)) + len(note) + 64
-    for line in details:
-        if size + len(line) + 1 > limit:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    if any(line.startswith("<details>") for line in kept) and kept[-1] != "</details>":
-        kept += ["", "</details>"]
-    text = "\n".join(head + kept) + "\n" + note
-    assert len(text) <= limit, "risks and summary alone exceed the comment limit"
-    return text
+    budget = limit - len(assemble(risks, [], note)) - 32
+    if budget > 0:
+        kept = _fit(details, budget)
+        if kept.count("</details>") < sum(line.startswith("<details>") for line in kept):
+            kept += ["", "</details>"]  # close the section the cut fell in
+        return assemble(risks, kept, note)
+    # Even the risks do not fit: keep as many as fit, say how many are missing, drop the details.
+    budget = limit - len(assemble([], [], note)) - 128
+    shown = _fit(risks, budget)
+    shown.append(f"- _... and {len(risks) - len(shown)} more risk(s)_")
+    return assemble(shown, [], note)

@@ -139,3 +139,19 @@ def test_cli_plan_against_a_git_base(tmp_path):
     missing = CliRunner().invoke(main, ["plan", *args, "--base", "no-such-ref"])
     assert missing.exit_code == 2
     assert "cannot read" in missing.stderr
+
+
+@pytest.mark.parametrize("limit", [1500, 3000, 600])
+def test_markdown_truncation_keeps_risks_first_and_stays_valid(limit):
+    base, new = SCENARIOS["remove-class-still-allocated"]
+    plan = make_plan(synced(base), synced(new))
+    full = format_markdown(plan, limit=10**9)
+    cut = format_markdown(plan, limit=limit)
+    assert len(full) > limit >= len(cut)
+    assert "Truncated to fit a GitHub comment" in cut
+    assert cut.count("<details>") == cut.count("</details>")
+    assert "**0 added, 5 changed, 2 removed, 6 risk(s)**" in cut
+    if limit >= 1500:
+        assert all(f"`{_name}`" in cut for _name in ("vision-lab", "torch-h100", "h100")), "every risk is kept"
+    else:
+        assert "more risk(s)" in cut
