@@ -256,6 +256,15 @@ def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
             'request.operation != "UPDATE" ? [] : '
             f"oldObject.spec.?runtimePatches.orValue([]).filter(p, p.?manager.orValue(\"\") == {manager})"
         ),
+        # Kueue's own mutating webhook adds an EMPTY entry under its manager inside the researcher's CREATE
+        # (placement is written later, on admission, by the controller). Empty means: no more than the manager
+        # and an empty trainingRuntimeSpec.template.spec, so nothing can ride along in it.
+        kueueEntriesAsWebhookAdds=(
+            'request.operation == "CREATE" && variables.kueueEntries.all(p, p.size() <= 2\n'
+            "  && p.?trainingRuntimeSpec.orValue({}).size() <= 1\n"
+            "  && p.?trainingRuntimeSpec.?template.orValue({}).size() <= 1\n"
+            "  && p.?trainingRuntimeSpec.?template.?spec.orValue({}).size() == 0)"
+        ),
     )
     tail = f": the runtime you name chooses the nodes ({todo}), and only Kueue's controller writes placement"
     validations = [
@@ -270,7 +279,8 @@ def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
                                   + cel(" from spec.podTemplateOverrides/podSpecOverrides" + tail)),
         },
         {
-            "expression": "variables.fromKueue || variables.kueueEntries == variables.oldKueueEntries",
+            "expression": ("variables.fromKueue || variables.kueueEntries == variables.oldKueueEntries\n"
+                           "  || variables.kueueEntriesAsWebhookAdds"),
             "message": (f"remove the spec.runtimePatches entry with manager {KUEUE_MANAGER}: only Kueue's controller "
                         "may add or change it, and naming its manager does not make a request Kueue's"),
         },

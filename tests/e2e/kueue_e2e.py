@@ -1,0 +1,754 @@
+"""End-to-end harness: the pinned Kueue controller, webhooks included, against the test API server.
+
+Reuses the API-server tier of tests/validation (etcd + kube-apiserver, PKI, pinned CRDs): its helpers come
+from validation_support, its `apiserver`/`cluster` fixtures and process/PKI helpers from its conftest.py
+(a stopgap: importing a conftest module; those helpers belong in validation_support).
+
+This is deliberately not a conftest.py: the tests in tests/ do `from conftest import ...`, and a
+tests/e2e/conftest.py (collected before them, "e2e" < "test_*") would shadow tests/conftest.py.
+
+What runs for real: kube-apiserver with the Trainer, JobSet, Kueue (and Kyverno, Argo CD) CRDs; the Kueue
+controller built from its Go module (tools/build.sh) with the configuration in tools/kueue-config/, its
+admission webhooks registered from the module's own config/components/webhook manifests (service
+references turned into a loopback URL + caBundle). What does not run: kube-controller-manager (no garbage
+collector, no Job pods), kube-scheduler, nodes, the Trainer and JobSet controllers, Kyverno. Kueue needs
+none of them to admit or hold workloads against quota.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest  # noqa: F401  (fixtures re-exported below are pytest fixtures)
+import requests
+import yaml
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+KUEUE_CONFIG = REPO / "tools" / "kueue-config" / "configuration.yaml"
+
+# tests/validation is a package under tests/ (tests/conftest.py also puts tests/ on sys.path).
+sys.path.insert(0, str(REPO / "tests"))
+from validation import conftest as _vc  # noqa: E402  (stopgap: fixtures + process/PKI helpers live there)
+from validation import validation_support as vs  # noqa: E402
+# Re-exported fixtures: the test module imports them, so the e2e tier gets its own control plane.
+apiserver = _vc.apiserver
+cluster = _vc.cluster
+free_port, openssl, stop = _vc.free_port, _vc.openssl, _vc.stop
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
+GPU = "nvidia.com/gpu"
+TIMEOUT = float(os.environ.get("GPUGEN_E2E_TIMEOUT", "90"))
+
+
+def poll(check, timeout=TIMEOUT, what="condition", interval=0.25):
+    """Return check()'s first truthy value; fail with `what` (and the last value) after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- a small REST client on top of vs.Kube
+
+class Api:
+    def __init__(self, kube: vs.Kube):
+        self.kube = kube
+        self.http = kube.http
+
+    def _url(self, api_version, kind, namespace=None, name=None):
+        res = self.kube._resources(api_version)
+        if kind not in res:
+            self.kube._gv.pop(api_version, None)  # discovery may have been cached before a CRD appeared
+            res = self.kube._resources(api_version)
+        assert kind in res, f"the API server does not serve {kind} in {api_version}"
+        plural, namespaced = res[kind]
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        ns = f"/namespaces/{namespace}" if namespaced and namespace else ""
+        return f"{self.kube.server}{prefix}{ns}/{plural}" + (f"/{name}" if name else "")
+
+    def serves(self, api_version, kind):
+        self.kube._gv.pop(api_version, None)
+        return kind in self.kube._resources(api_version)
+
+    def get(self, api_version, kind, name, namespace=None):
+        r = self.http.get(self._url(api_version, kind, namespace, name), timeout=30)
+        if r.status_code == 404:
+            return None
+        assert r.ok, f"GET {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
+        return r.json()
+
+    def list(self, api_version, kind, namespace=None):
+        r = self.http.get(self._url(api_version, kind, namespace), timeout=30)
+        assert r.ok, f"LIST {kind} in {namespace}: {r.status_code} {vs.message(r)}"
+        return r.json()["items"]
+
+    def create(self, obj):
+        meta = obj["metadata"]
+        r = self.http.post(self._url(obj["apiVersion"], obj["kind"], meta.get("namespace")),
+                           params={"fieldManager": "gpugen-e2e"}, json=obj, timeout=60)
+        assert r.status_code == 201, f"creating {obj['kind']} {meta.get('name') or meta.get('generateName')}: " \
+                                     f"{r.status_code} {vs.message(r)}"
+        return r.json()
+
+    def apply(self, obj):
+        meta = obj["metadata"]
+        r = self.http.patch(self._url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
+                            params={"fieldManager": "gpugen-e2e", "fieldValidation": "Strict", "force": "true"},
+                            data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"},
+                            timeout=60)
+        return r
+
+    def delete(self, api_version, kind, name, namespace=None):
+        # Background: nothing here runs the garbage collector, and the orphan default for Jobs would leave
+        # an `orphan` finalizer only the GC removes.
+        r = self.http.delete(self._url(api_version, kind, namespace, name),
+                             json={"propagationPolicy": "Background"}, timeout=60)
+        assert r.status_code in (200, 202, 404), f"DELETE {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
+
+    def delete_all(self, api_version, kind, namespace):
+        r = self.http.delete(self._url(api_version, kind, namespace), json={"propagationPolicy": "Background"},
+                             timeout=60)
+        assert r.ok or r.status_code == 404, f"DELETE all {kind} in {namespace}: {r.status_code} {vs.message(r)}"
+
+
+def condition(obj, type_):
+    for c in (obj or {}).get("status", {}).get("conditions", []) or []:
+        if c.get("type") == type_:
+            return c
+    return None
+
+
+# ---------------------------------------------------------------- the Kueue controller process
+
+@functools.cache
+def kueue_module_dir() -> pathlib.Path:
+    out = subprocess.run([str(vs.TOOLS / "module-dir.sh"), "sigs.k8s.io/kueue", vs.versions()["KUEUE_VERSION"]],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, f"tools/module-dir.sh sigs.k8s.io/kueue failed:\n{out.stderr}"
+    return pathlib.Path(out.stdout.strip())
+
+
+def kueue_embedded_trainer_version() -> str:
+    """The github.com/kubeflow/trainer/v2 version the pinned Kueue module requires (its go.mod)."""
+    gomod = (kueue_module_dir() / "go.mod").read_text()
+    m = re.search(r"^\s*github\.com/kubeflow/trainer/v2 (v\S+)", gomod, re.M)
+    assert m, "Kueue's go.mod no longer requires github.com/kubeflow/trainer/v2"
+    return m.group(1)
+
+
+def kueue_webhook_configurations(module_dir: pathlib.Path, base_url: str, ca_pem: bytes) -> list[dict]:
+    """Kueue's webhook configurations as its kustomize overlay would make them, pointed at base_url.
+
+    Source: config/components/webhook/{manifests,kustomization}.yaml of the pinned module. The kustomization
+    patches a namespaceSelector (not kube-system/kueue-system) onto vpod.kb.io and copies it onto every job
+    webhook (`replacements`); config/default adds the `kueue-` name prefix. The Service reference becomes
+    `url:` + caBundle, since Kueue runs as a local process."""
+    webhook_dir = module_dir / "config" / "components" / "webhook"
+    docs = [d for d in yaml.safe_load_all((webhook_dir / "manifests.yaml").read_text()) if d]
+    kustomization = yaml.safe_load((webhook_dir / "kustomization.yaml").read_text())
+    name_in = re.compile(r"webhooks\.\[name=([^\]]+)\]\.namespaceSelector")
+    selectors: dict[tuple[str, str], Any] = {}
+    for p in kustomization.get("patches", []):
+        patch = yaml.safe_load(p["patch"])
+        for hook in patch.get("webhooks", []):
+            if "namespaceSelector" in hook:
+                selectors[(patch["kind"], hook["name"])] = hook["namespaceSelector"]
+    for rep in kustomization.get("replacements", []):
+        source = rep["source"]
+        selector = selectors[(source["kind"], name_in.fullmatch(source["fieldPath"]).group(1))]
+        for target in rep["targets"]:
+            for path in target["fieldPaths"]:
+                selectors[(target["select"]["kind"], name_in.fullmatch(path).group(1))] = selector
+    assert selectors, "no namespaceSelector found in Kueue's webhook kustomization: upstream layout changed?"
+    ca_bundle = base64.b64encode(ca_pem).decode()
+    for doc in docs:
+        doc["metadata"] = {"name": "kueue-" + doc["metadata"]["name"]}
+        for hook in doc["webhooks"]:
+            service = hook["clientConfig"]["service"]
+            hook["clientConfig"] = {"url": base_url + service["path"], "caBundle": ca_bundle}
+            if (doc["kind"], hook["name"]) in selectors:
+                hook["namespaceSelector"] = selectors[(doc["kind"], hook["name"])]
+    return docs
+
+
+# Kueue's own RBAC from the module, as config/default's kustomization names it (namePrefix kueue-,
+# namespace kueue-system). Leader election is off; the rest (editor/viewer roles) is for users.
+KUEUE_RBAC_FILES = ("service_account.yaml", "role.yaml", "role_binding.yaml", "metrics_auth_role.yaml",
+                    "metrics_auth_role_binding.yaml", "manager_secrets_role.yaml", "manager_secrets_role_binding.yaml")
+
+
+def kueue_rbac(module_dir: pathlib.Path, namespace: str) -> list[dict]:
+    out = []
+    for name in KUEUE_RBAC_FILES:
+        for doc in yaml.safe_load_all((module_dir / "config" / "components" / "rbac" / name).read_text()):
+            if not doc:
+                continue
+            doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
+            if "namespace" in doc["metadata"]:
+                doc["metadata"]["namespace"] = namespace
+            if "roleRef" in doc:
+                doc["roleRef"]["name"] = "kueue-" + doc["roleRef"]["name"]
+            for subject in doc.get("subjects", []):
+                subject["name"] = "kueue-" + subject["name"]
+                subject["namespace"] = namespace
+            out.append(doc)
+    return out
+
+
+def kueue_service_account(rbac: list[dict]) -> tuple[str, str]:
+    (sa,) = [d for d in rbac if d["kind"] == "ServiceAccount"]
+    return sa["metadata"]["namespace"], sa["metadata"]["name"]
+
+
+def _client_identity(pki: pathlib.Path, out: pathlib.Path, server: str, namespace: str, name: str) -> pathlib.Path:
+    """A kubeconfig authenticating as the service account (x509: CN = its user name, O = its groups), so
+    Kueue acts with the identity and the RBAC it has on a cluster."""
+    subject = (f"/O=system:serviceaccounts/O=system:serviceaccounts:{namespace}"
+               f"/CN=system:serviceaccount:{namespace}:{name}")
+    (out / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", "client.key", "-out", "client.csr",
+            cwd=out)
+    openssl("x509", "-req", "-in", "client.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
+            "-CAcreateserial", "-days", "2", "-out", "client.crt", "-extfile", "client.ext", cwd=out)
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "kueue",
+        "clusters": [{"name": "test", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
+        "users": [{"name": "kueue", "user": {"client-certificate": str(out / "client.crt"),
+                                             "client-key": str(out / "client.key")}}],
+        "contexts": [{"name": "kueue", "context": {"cluster": "test", "user": "kueue"}}],
+    }
+    path = out / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _serving_cert(pki: pathlib.Path, out: pathlib.Path):
+    """tls.crt/tls.key for 127.0.0.1, signed by the test CA the API server trusts."""
+    out.mkdir(parents=True)
+    (out / "ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kueue-webhook", "-keyout", "tls.key",
+            "-out", "tls.csr", cwd=out)
+    openssl("x509", "-req", "-in", "tls.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
+            "-CAcreateserial", "-days", "2", "-out", "tls.crt", "-extfile", "ext", cwd=out)
+
+
+METRICS_CERT_DIR = pathlib.Path("/etc/kueue/metrics/certs")
+
+
+def _metrics_cert_launcher(work: pathlib.Path, certs: pathlib.Path) -> list[str]:
+    """Command prefix giving Kueue its metrics certificate at the path it hard-codes.
+
+    With internal cert management off, cmd/kueue/main.go reads /etc/kueue/metrics/certs/tls.{crt,key}
+    (no flag or config field changes that path) and exits if they are missing. Rather than writing into
+    the host's /etc, Kueue runs in a private mount namespace (unshare; a user namespace too when not root)
+    where /etc is a directory of symlinks to the real /etc plus kueue/metrics/certs."""
+    if (METRICS_CERT_DIR / "tls.crt").is_file() and (METRICS_CERT_DIR / "tls.key").is_file():
+        return []  # provisioned on this machine: use it as is
+    unshare = shutil.which("unshare")
+    if not unshare:
+        vs.unavailable("Kueue reads its metrics certificate from /etc/kueue/metrics/certs; "
+                       "`unshare` (util-linux) is needed to provide it in a private mount namespace")
+    etc, real = work / "etc", work / "etc-real"
+    etc.mkdir()
+    real.mkdir()
+    for entry in os.listdir("/etc"):
+        if entry != "kueue":
+            (etc / entry).symlink_to(real / entry)
+    target = etc / "kueue" / "metrics" / "certs"
+    target.mkdir(parents=True)
+    for f in ("tls.crt", "tls.key"):
+        shutil.copy(certs / f, target / f)
+    script = 'mount --rbind /etc "$1" && mount --bind "$2" /etc && shift 2 && exec "$@"'
+    errors = []
+    # Root with CAP_SYS_ADMIN needs only a mount namespace; otherwise a user namespace maps us to root in it.
+    for extra in ([[], ["--map-root-user"]] if os.geteuid() == 0 else [["--map-root-user"]]):
+        prefix = [unshare, "--mount", "--propagation", "private", *extra, "--", "sh", "-c", script, "sh",
+                  str(real), str(etc)]
+        probe = subprocess.run(prefix + ["true"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            return prefix
+        errors.append(f"{' '.join(prefix[:5 + len(extra)])}: {probe.stderr.strip()}")
+    vs.unavailable("Kueue reads its metrics certificate from /etc/kueue/metrics/certs (hard-coded when internal "
+                   "cert management is off) and no private mount namespace could provide it "
+                   f"({'; '.join(errors)}); provision that directory (any key pair) to run Kueue directly")
+
+
+@dataclasses.dataclass
+class Kueue:
+    proc: subprocess.Popen
+    log: pathlib.Path
+    config: dict
+    webhooks: list[dict]
+    user: str = ""
+
+    def log_tail(self, n=4000):
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+    def alive(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the Kueue controller exited with {self.proc.returncode}:\n{self.log_tail()}")
+        return True
+
+
+def start_kueue(kube: vs.Kube, work: pathlib.Path) -> Kueue:
+    binary = vs.tool_bin("kueue", "KUEUE_VERSION")
+    if not os.access(binary, os.X_OK):
+        vs.unavailable(f"{binary} is missing: run `make tools` (tools/build.sh kueue)")
+    api = Api(kube)
+    pki = pathlib.Path(kube.kubeconfig).parent
+    certs = work / "webhook-certs"
+    _serving_cert(pki, certs)
+    launcher = _metrics_cert_launcher(work, certs)
+
+    webhook_port, health_port, metrics_port = free_port(), free_port(), free_port()
+    config = yaml.safe_load(KUEUE_CONFIG.read_text())
+    config["webhook"].update(host="127.0.0.1", port=webhook_port, certDir=str(certs))
+    config["health"]["healthProbeBindAddress"] = f"127.0.0.1:{health_port}"
+    config["metrics"]["bindAddress"] = f"127.0.0.1:{metrics_port}"
+    config_file = work / "kueue-config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+
+    r = api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config["namespace"]}})
+    assert r.ok, vs.message(r)
+    rbac = kueue_rbac(kueue_module_dir(), config["namespace"])
+    for obj in rbac:
+        r = api.apply(obj)
+        assert r.ok, f"Kueue RBAC {obj['kind']} {obj['metadata']['name']}: {vs.message(r)}"
+    sa_namespace, sa_name = kueue_service_account(rbac)
+    identity = work / "identity"
+    identity.mkdir()
+    kubeconfig = _client_identity(pki, identity, kube.server, sa_namespace, sa_name)
+
+    log = work / "kueue.log"
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(launcher + [str(binary), "--config", str(config_file)],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+    kueue = Kueue(proc, log, config, [], f"system:serviceaccount:{sa_namespace}:{sa_name}")
+    try:
+        health = requests.Session()
+        health.trust_env = False
+
+        def ready():
+            kueue.alive()  # an exited controller fails at once, with its log
+            try:
+                return health.get(f"http://127.0.0.1:{health_port}/readyz", timeout=5).status_code == 200
+            except requests.ConnectionError:
+                return False
+        poll(ready, 180, "Kueue /readyz (webhook server listening)", interval=0.5)
+
+        # Webhooks only once Kueue serves them: they fail closed.
+        kueue.webhooks = kueue_webhook_configurations(
+            kueue_module_dir(), f"https://127.0.0.1:{webhook_port}", (pki / "ca.crt").read_bytes())
+        for hook_config in kueue.webhooks:
+            r = api.apply(hook_config)
+            assert r.ok, f"{hook_config['metadata']['name']}: {vs.message(r)}"
+
+        # The API server picks webhook configurations up asynchronously: wait until a dry-run Job with a
+        # queue label comes back suspended by Kueue's mutating webhook.
+        probe_ns = "gpugen-e2e-probe"
+        assert api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": probe_ns}}).ok
+        probe_job = job_manifest("webhook-probe", probe_ns, gpus=0, queue="probe")
+        probe_job["spec"]["suspend"] = False
+
+        def mutated():
+            kueue.alive()
+            r = kube.http.post(api._url("batch/v1", "Job", probe_ns), params={"dryRun": "All"}, json=probe_job,
+                               timeout=30)
+            return r.status_code == 201 and r.json()["spec"].get("suspend") is True
+        poll(mutated, 60, "Kueue's Job webhook to suspend a queued Job", interval=0.5)
+    except BaseException:
+        stop(proc)
+        raise
+    return kueue
+
+
+# ---------------------------------------------------------------- rendered trees on the cluster
+
+def render(inventory: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    """`python -m generator render` of an inventory into out/rendered (+ bootstrap, docs beside it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tree = out / "rendered"
+    r = subprocess.run([sys.executable, "-m", "generator", "render", "--inventory", str(inventory),
+                        "--out", str(tree), "--bootstrap-out", str(out / "bootstrap"),
+                        "--docs-out", str(out / "training-runtimes.md")],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, f"render of {inventory} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return tree
+
+
+def tree_objects(tree: pathlib.Path) -> list[dict]:
+    """What Argo CD syncs: the files listed in the tree's kustomization.yaml, in sync-wave order."""
+    kustomization = yaml.safe_load((tree / "kustomization.yaml").read_text())
+    objs = [vs.load_one(tree / f) for f in kustomization["resources"]]
+    return sorted(objs, key=lambda o: int(o["metadata"].get("annotations", {})
+                                          .get("argocd.argoproj.io/sync-wave", "0")))
+
+
+def key(obj):
+    return obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
+
+
+# Deleted in this order when a tree drops them (LocalQueues before their ClusterQueue before its flavor).
+PRUNE_ORDER = ["LocalQueue", "ClusterQueue", "ResourceFlavor"]
+JOB_KINDS = [("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("batch/v1", "Job")]
+
+
+class Platform:
+    """The cluster with one rendered tree applied; switches trees and clears jobs between tests."""
+
+    def __init__(self, api: Api, kueue: Kueue):
+        self.api, self.kueue = api, kueue
+        self.tree: pathlib.Path | None = None
+        self.objects: list[dict] = []
+        self.skipped: list[str] = []
+
+    # -- tree
+
+    def namespaces(self):
+        out = set()
+        for o in self.objects:
+            if o["kind"] == "LocalQueue":
+                out.add(o["metadata"]["namespace"])
+            if o["kind"] == "ClusterQueue":
+                for e in o["spec"].get("namespaceSelector", {}).get("matchExpressions", []):
+                    out.update(e.get("values", []))
+        return sorted(out)
+
+    def of_kind(self, kind):
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def use(self, tree: pathlib.Path):
+        """Make `tree` the applied tree: server-side apply its objects, prune what the previous tree had."""
+        tree = pathlib.Path(tree).resolve()
+        if self.tree == tree:
+            self.clear_jobs()
+            return self
+        self.clear_jobs()
+        new = tree_objects(tree)
+        self.skipped = []
+        old_keys = {key(o) for o in self.objects}
+        new_keys = {key(o) for o in new}
+        stale = [o for o in self.objects if key(o) not in new_keys]
+        stale.sort(key=lambda o: PRUNE_ORDER.index(o["kind"]) if o["kind"] in PRUNE_ORDER else -1)
+        self.objects = new
+        for ns in self.namespaces():
+            r = self.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            assert r.ok, vs.message(r)
+        for o in new:
+            if not self.api.serves(o["apiVersion"], o["kind"]):
+                self.skipped.append(f"{o['kind']}/{o['metadata']['name']} ({o['apiVersion']} not served)")
+                continue
+            r = self.api.apply(o)
+            if r.status_code == 422 and "immutable" in vs.message(r) and key(o) in old_keys:
+                # e.g. a LocalQueue moved to another ClusterQueue: delete and recreate, as Argo CD must.
+                self.api.delete(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
+                poll(lambda: self.api.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
+                                          o["metadata"].get("namespace")) is None, what="recreate")
+                r = self.api.apply(o)
+            assert r.ok, f"applying {o['kind']} {o['metadata']['name']}: {r.status_code} {vs.message(r)}"
+            assert "Warning" not in r.headers, f"{o['kind']} {o['metadata']['name']}: {r.headers['Warning']}"
+        # Prune after applying, like Argo CD: a ResourceFlavor goes only once no ClusterQueue lists it
+        # (Kueue's resource-in-use finalizer holds it until then).
+        for o in stale:
+            self.api.delete(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
+            poll(lambda: self.api.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
+                                      o["metadata"].get("namespace")) is None,
+                 what=f"{o['kind']} {o['metadata']['name']} to be deleted")
+        self.tree = tree
+        self.wait_active()
+        return self
+
+    def queue_status(self):
+        """(kind, name, namespace, Active condition) of every ClusterQueue and LocalQueue of the tree."""
+        rows = []
+        for o in self.of_kind("ClusterQueue") + self.of_kind("LocalQueue"):
+            live = self.api.get(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
+            active = condition(live, "Active")
+            if active and active.get("observedGeneration") != live["metadata"]["generation"]:
+                active = {**active, "status": "Stale", "reason": "NotObservedYet"}
+            rows.append((o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"), active))
+        return rows
+
+    def wait_active(self, timeout=TIMEOUT):
+        """Every queue Active=True for its current generation: Kueue updates its cache from the watch event
+        before its status, so queue changes of a new tree are in effect for the jobs that follow."""
+        def all_active():
+            self.kueue.alive()
+            rows = self.queue_status()
+            return rows if all(c and c["status"] == "True" for *_, c in rows) else None
+        try:
+            return poll(all_active, timeout, "every ClusterQueue and LocalQueue Active=True")
+        except AssertionError:
+            bad = [(k, n, ns, c) for k, n, ns, c in self.queue_status() if not c or c["status"] != "True"]
+            raise AssertionError(f"not Active: {bad}") from None
+
+    # -- jobs
+
+    def clear_jobs(self):
+        """Delete every Job/TrainJob and then their Workloads (no garbage collector runs here)."""
+        namespaces = self.namespaces()
+        for ns in namespaces:
+            for api_version, kind in JOB_KINDS:
+                self.api.delete_all(api_version, kind, ns)
+        for ns in namespaces:
+            for api_version, kind in JOB_KINDS:
+                poll(lambda: not self.api.list(api_version, kind, ns), what=f"{kind}s in {ns} to go")
+            self.api.delete_all("kueue.x-k8s.io/v1beta2", "Workload", ns)
+        for ns in namespaces:
+            poll(lambda: not self.api.list("kueue.x-k8s.io/v1beta2", "Workload", ns), what=f"Workloads in {ns} to go")
+        self.wait_usage_zero()
+
+    def wait_usage_zero(self):
+        def idle():
+            for cq in self.of_kind("ClusterQueue"):
+                live = self.api.get(cq["apiVersion"], "ClusterQueue", cq["metadata"]["name"])
+                st = live.get("status", {})
+                if st.get("admittedWorkloads", 0) or st.get("reservingWorkloads", 0) or st.get("pendingWorkloads", 0):
+                    return False
+            return True
+        poll(idle, what="every ClusterQueue to report no workloads")
+
+    def submit(self, obj):
+        return self.api.create(obj)
+
+    def remove(self, job):
+        """What deleting a job does on a real cluster: the job goes, the GC deletes its Workload."""
+        meta = job["metadata"]
+        api_version, kind = job["apiVersion"], job["kind"]
+        wl = self.workload(job, timeout=5)
+        self.api.delete(api_version, kind, meta["name"], meta["namespace"])
+        poll(lambda: self.api.get(api_version, kind, meta["name"], meta["namespace"]) is None, what="job deletion")
+        if wl:
+            self.api.delete("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"], meta["namespace"])
+            poll(lambda: self.api.get("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"],
+                                      meta["namespace"]) is None, what="workload deletion")
+
+    def refresh(self, job):
+        meta = job["metadata"]
+        return self.api.get(job["apiVersion"], job["kind"], meta["name"], meta["namespace"])
+
+    def started(self, job, timeout=TIMEOUT):
+        """The job once Kueue's job controller has acted on the admission (unsuspended it)."""
+        def unsuspended():
+            self.kueue.alive()
+            live = self.refresh(job)
+            return live if live["spec"].get("suspend") is False else None
+        return poll(unsuspended, timeout, f"Kueue to unsuspend {job['kind']} {job['metadata']['name']}")
+
+    def workload(self, job, timeout=TIMEOUT):
+        """The Workload Kueue made for `job` (owner reference by uid)."""
+        uid = job["metadata"]["uid"]
+
+        def find():
+            self.kueue.alive()
+            for wl in self.api.list("kueue.x-k8s.io/v1beta2", "Workload", job["metadata"]["namespace"]):
+                if any(ref.get("uid") == uid for ref in wl["metadata"].get("ownerReferences", [])):
+                    return wl
+            return None
+        try:
+            return poll(find, timeout, f"Kueue's Workload for {job['kind']} {job['metadata']['name']}")
+        except AssertionError:
+            if timeout <= 5:
+                return None
+            raise
+
+    def decision(self, job, timeout=TIMEOUT) -> "Decision":
+        """Wait until Kueue has decided on `job`'s Workload: admitted, or a scheduling attempt left it pending."""
+        def decided():
+            wl = self.workload(job)
+            admitted = condition(wl, "Admitted")
+            if admitted and admitted["status"] == "True":
+                return wl
+            reserved = condition(wl, "QuotaReserved")
+            if reserved and reserved["status"] == "False" and reserved.get("message"):
+                return wl
+            return None
+        wl = poll(decided, timeout, f"Kueue's decision on {job['kind']} {job['metadata']['name']}")
+        return Decision.of(job, wl)
+
+    def admitted(self, job, timeout=TIMEOUT) -> "Decision":
+        """Wait for Kueue to admit `job` (e.g. after quota was freed); fail with its last decision."""
+        last = []
+
+        def admitted():
+            last[:] = [self.decision(job)]
+            return last[0].admitted
+        try:
+            poll(admitted, timeout, f"Kueue to admit {job['kind']} {job['metadata']['name']}")
+        except AssertionError:
+            raise AssertionError(f"Kueue did not admit {job['metadata']['name']} within {timeout}s: {last[0]}\n"
+                                 f"Kueue log tail:\n{self.kueue.log_tail(2000)}") from None
+        return last[0]
+
+    def still_pending(self, job, settle=3.0) -> "Decision":
+        """A pending decision that holds: still not admitted after `settle` seconds of Kueue requeueing."""
+        first = self.decision(job)
+        assert not first.admitted, f"expected {job['metadata']['name']} to be held, Kueue admitted it: {first}"
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            again = self.decision(job)
+            assert not again.admitted, f"{job['metadata']['name']} was admitted after all: {again}"
+        return again
+
+    def cq_usage(self, name, flavor, resource):
+        """(total, borrowed) reserved in ClusterQueue `name` for flavor/resource, from Kueue's status."""
+        live = self.api.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", name)
+        for f in live.get("status", {}).get("flavorsReservation", []) or []:
+            if f["name"] == flavor:
+                for r in f["resources"]:
+                    if r["name"] == resource:
+                        return str(r.get("total", "0")), str(r.get("borrowed", "0"))
+        return "0", "0"
+
+    def wait_cq_usage(self, name, flavor, resource, total, borrowed):
+        want = (str(total), str(borrowed))
+        return poll(lambda: self.cq_usage(name, flavor, resource) == want,
+                    what=f"ClusterQueue {name} {flavor}/{resource} reservation (total, borrowed) == {want}",
+                    ) and want
+
+
+@dataclasses.dataclass
+class Decision:
+    """What Kueue decided about one job, read from its Workload."""
+    kind: str
+    name: str
+    namespace: str
+    queue: str | None
+    workload: str
+    cluster_queue: str | None
+    admitted: bool
+    flavors: dict            # pod set -> {resource: flavor}
+    usage: dict              # pod set -> {resource: quantity}
+    counts: dict             # pod set -> pod count
+    pod_set_selectors: dict  # pod set -> nodeSelector Kueue derived for the pod set (spec.podSets)
+    reason: str
+    message: str
+
+    @classmethod
+    def of(cls, job, wl):
+        st = wl.get("status", {})
+        admission = st.get("admission") or {}
+        flavors, usage, counts = {}, {}, {}
+        for a in admission.get("podSetAssignments", []) or []:
+            flavors[a["name"]] = a.get("flavors", {})
+            usage[a["name"]] = a.get("resourceUsage", {})
+            counts[a["name"]] = a.get("count")
+        if not usage:  # not admitted: what the pod sets ask for (Kueue's own sum, status.resourceRequests)
+            for rr in st.get("resourceRequests", []) or []:
+                usage[rr["name"]] = rr.get("resources", {})
+            counts = {ps["name"]: ps.get("count") for ps in wl["spec"]["podSets"]}
+        selectors = {ps["name"]: ps["template"]["spec"].get("nodeSelector", {}) for ps in wl["spec"]["podSets"]}
+        admitted_c = condition(wl, "Admitted")
+        admitted = bool(admitted_c and admitted_c["status"] == "True")
+        deciding = admitted_c if admitted else condition(wl, "QuotaReserved")
+        return cls(job["kind"], job["metadata"]["name"], job["metadata"]["namespace"],
+                   job["metadata"].get("labels", {}).get(QUEUE_LABEL), wl["metadata"]["name"],
+                   admission.get("clusterQueue"), admitted, flavors, usage, counts, selectors,
+                   (deciding or {}).get("reason", ""), (deciding or {}).get("message", ""))
+
+    def all_flavors(self):
+        return {f for per_set in self.flavors.values() for f in per_set.values()}
+
+    def gpus(self):
+        return sum(int(u.get(GPU, "0")) for u in self.usage.values())
+
+
+# ---------------------------------------------------------------- the report
+
+class AdmissionReport:
+    """Collects Kueue's decisions; printed at the end of the run (terminal summary) and per test."""
+
+    def __init__(self):
+        self.rows: list[tuple] = []
+
+    def add(self, case, decision: Decision, note=""):
+        d = decision
+        flavors = ",".join(sorted(d.all_flavors())) or "-"
+        usage = "; ".join(f"{ps} x{d.counts.get(ps)}: " + " ".join(f"{k}={v}" for k, v in sorted(u.items()))
+                          for ps, u in d.usage.items()) or "-"
+        usage = ("uses " if d.admitted else "asks ") + usage
+        msg = re.sub(r"^couldn't assign flavors to pod set \S+: ", "", d.message)
+        msg = msg if len(msg) <= 120 else msg[:117] + "..."
+        self.rows.append((case, f"{d.kind}/{d.name}", d.namespace, d.queue or "-", d.cluster_queue or "-",
+                          "Admitted" if d.admitted else "Pending", flavors, usage, d.reason, msg, note))
+
+    HEADER = ("case", "job", "namespace", "queue", "ClusterQueue", "Kueue", "flavor", "resources", "reason",
+              "message", "note")
+
+    def table(self, rows=None):
+        rows = [self.HEADER] + list(self.rows if rows is None else rows)
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(self.HEADER))]
+        return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.rows:
+            terminalreporter.section("Kueue admission decisions (from Workload status)")
+            for line in self.table().splitlines():
+                terminalreporter.write_line(line)
+
+
+def trainjob_manifest(name, namespace, runtime="torch-gh200", gpus=1, num_nodes=None, cpu="8", memory="64Gi",
+                      resources=True):
+    """A TrainJob as the seed's YAML example writes it: runtimeRef + resourcesPerNode, no queue label."""
+    trainer: dict[str, Any] = {}
+    if resources:
+        requests = {"cpu": cpu, "memory": memory}
+        limits = {}
+        if gpus:
+            requests[GPU] = str(gpus)
+            limits[GPU] = str(gpus)
+        trainer["resourcesPerNode"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    if num_nodes is not None:
+        trainer["numNodes"] = num_nodes
+    spec: dict[str, Any] = {"runtimeRef": {"name": runtime}}
+    if trainer:
+        spec["trainer"] = trainer
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def job_manifest(name, namespace, gpus=1, queue=None, image="ghcr.io/urcf/pytorch:2.9.1-cuda12.9"):
+    """A plain batch/v1 Job, as a user writes it: no queue label, no suspend, no nodeSelector."""
+    requests = {"cpu": "4", "memory": "16Gi"}
+    limits = {}
+    if gpus:
+        requests[GPU] = limits[GPU] = str(gpus)
+    container = {"name": "main", "image": image, "command": ["python", "-c", "print(1)"],
+                 "resources": {"requests": requests, **({"limits": limits} if limits else {})}}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if queue:
+        meta["labels"] = {QUEUE_LABEL: queue}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
+
+
+def kueue_runtime_patch_selectors(trainjob) -> dict:
+    """replicatedJob -> nodeSelector Kueue wrote into the TrainJob's runtimePatches on admission."""
+    out = {}
+    for patch in trainjob["spec"].get("runtimePatches", []) or []:
+        if patch.get("manager") != KUEUE_RUNTIME_PATCH_MANAGER:
+            continue
+        spec = (patch.get("trainingRuntimeSpec") or {}).get("template", {}).get("spec", {})
+        for rj in spec.get("replicatedJobs", []) or []:
+            pod = rj.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
+            out[rj["name"]] = pod.get("nodeSelector", {})
+    return out
