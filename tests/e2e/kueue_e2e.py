@@ -1,8 +1,9 @@
 """End-to-end harness: the pinned Kueue controller, webhooks included, against the test API server.
 
-Reuses the API-server tier of tests/validation (etcd + kube-apiserver, PKI, pinned CRDs): its helpers come
-from validation_support, its `apiserver`/`cluster` fixtures and process/PKI helpers from its conftest.py
-(a stopgap: importing a conftest module; those helpers belong in validation_support).
+Builds on the API-server tier of tests/validation through its plain modules: control_plane (etcd +
+kube-apiserver, PKI, pinned CRDs) and validation_support (pins, paths, the Kube client). The session fixture
+`control_plane` below starts this tier's own control plane; a missing tool fails when CI is set and skips
+otherwise (validation_support.unavailable).
 
 This is deliberately not a conftest.py: the tests in tests/ do `from conftest import ...`, and a
 tests/e2e/conftest.py (collected before them, "e2e" < "test_*") would shadow tests/conftest.py.
@@ -29,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-import pytest  # noqa: F401  (fixtures re-exported below are pytest fixtures)
+import pytest
 import requests
 import yaml
 
@@ -39,12 +40,10 @@ KUEUE_CONFIG = REPO / "tools" / "kueue-config" / "configuration.yaml"
 
 # tests/validation is a package under tests/ (tests/conftest.py also puts tests/ on sys.path).
 sys.path.insert(0, str(REPO / "tests"))
-from validation import conftest as _vc  # noqa: E402  (stopgap: fixtures + process/PKI helpers live there)
 from validation import validation_support as vs  # noqa: E402
-# Re-exported fixtures: the test module imports them, so the e2e tier gets its own control plane.
-apiserver = _vc.apiserver
-cluster = _vc.cluster
-free_port, openssl, stop = _vc.free_port, _vc.openssl, _vc.stop
+from validation.control_plane import (  # noqa: E402
+    ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, stop_process,
+    write_kubeconfig)
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
@@ -65,43 +64,43 @@ def poll(check, timeout=TIMEOUT, what="condition", interval=0.25):
         time.sleep(interval)
 
 
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory):
+    """This tier's own etcd + kube-apiserver, the pinned CRDs and the tree's namespaces on it (the test module
+    imports this fixture); stopped at the end of the session."""
+    with start_control_plane(tmp_path_factory.mktemp("apiserver")) as plane:
+        prepare_cluster(plane)
+        yield plane
+
+
 # ---------------------------------------------------------------- a small REST client on top of vs.Kube
 
 class Api:
+    """The e2e tier's requests (field manager gpugen-e2e), asserting success: get() is None on 404, list() the
+    items; a namespaced kind without a namespace means all namespaces. Discovery and URLs: vs.Kube."""
+
     def __init__(self, kube: vs.Kube):
         self.kube = kube
         self.http = kube.http
 
-    def _url(self, api_version, kind, namespace=None, name=None):
-        res = self.kube._resources(api_version)
-        if kind not in res:
-            self.kube._gv.pop(api_version, None)  # discovery may have been cached before a CRD appeared
-            res = self.kube._resources(api_version)
-        assert kind in res, f"the API server does not serve {kind} in {api_version}"
-        plural, namespaced = res[kind]
-        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        ns = f"/namespaces/{namespace}" if namespaced and namespace else ""
-        return f"{self.kube.server}{prefix}{ns}/{plural}" + (f"/{name}" if name else "")
-
     def serves(self, api_version, kind):
-        self.kube._gv.pop(api_version, None)
-        return kind in self.kube._resources(api_version)
+        return kind in self.kube.resources(api_version, refresh=True)
 
     def get(self, api_version, kind, name, namespace=None):
-        r = self.http.get(self._url(api_version, kind, namespace, name), timeout=30)
+        r = self.http.get(self.kube.resource_url(api_version, kind, namespace, name), timeout=30)
         if r.status_code == 404:
             return None
         assert r.ok, f"GET {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
         return r.json()
 
     def list(self, api_version, kind, namespace=None):
-        r = self.http.get(self._url(api_version, kind, namespace), timeout=30)
+        r = self.http.get(self.kube.resource_url(api_version, kind, namespace), timeout=30)
         assert r.ok, f"LIST {kind} in {namespace}: {r.status_code} {vs.message(r)}"
         return r.json()["items"]
 
     def create(self, obj):
         meta = obj["metadata"]
-        r = self.http.post(self._url(obj["apiVersion"], obj["kind"], meta.get("namespace")),
+        r = self.http.post(self.kube.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace")),
                            params={"fieldManager": "gpugen-e2e"}, json=obj, timeout=60)
         assert r.status_code == 201, f"creating {obj['kind']} {meta.get('name') or meta.get('generateName')}: " \
                                      f"{r.status_code} {vs.message(r)}"
@@ -109,8 +108,8 @@ class Api:
 
     def apply(self, obj):
         meta = obj["metadata"]
-        r = self.http.patch(self._url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
-                            params={"fieldManager": "gpugen-e2e", "fieldValidation": "Strict", "force": "true"},
+        url = self.kube.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        r = self.http.patch(url, params={"fieldManager": "gpugen-e2e", "fieldValidation": "Strict", "force": "true"},
                             data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"},
                             timeout=60)
         return r
@@ -118,13 +117,13 @@ class Api:
     def delete(self, api_version, kind, name, namespace=None):
         # Background: nothing here runs the garbage collector, and the orphan default for Jobs would leave
         # an `orphan` finalizer only the GC removes.
-        r = self.http.delete(self._url(api_version, kind, namespace, name),
+        r = self.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
                              json={"propagationPolicy": "Background"}, timeout=60)
         assert r.status_code in (200, 202, 404), f"DELETE {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
 
     def delete_all(self, api_version, kind, namespace):
-        r = self.http.delete(self._url(api_version, kind, namespace), json={"propagationPolicy": "Background"},
-                             timeout=60)
+        r = self.http.delete(self.kube.resource_url(api_version, kind, namespace),
+                             json={"propagationPolicy": "Background"}, timeout=60)
         assert r.ok or r.status_code == 404, f"DELETE all {kind} in {namespace}: {r.status_code} {vs.message(r)}"
 
 
@@ -222,31 +221,16 @@ def _client_identity(pki: pathlib.Path, out: pathlib.Path, server: str, namespac
     Kueue acts with the identity and the RBAC it has on a cluster."""
     subject = (f"/O=system:serviceaccounts/O=system:serviceaccounts:{namespace}"
                f"/CN=system:serviceaccount:{namespace}:{name}")
-    (out / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", "client.key", "-out", "client.csr",
-            cwd=out)
-    openssl("x509", "-req", "-in", "client.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
-            "-CAcreateserial", "-days", "2", "-out", "client.crt", "-extfile", "client.ext", cwd=out)
-    config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "kueue",
-        "clusters": [{"name": "test", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": "kueue", "user": {"client-certificate": str(out / "client.crt"),
-                                             "client-key": str(out / "client.key")}}],
-        "contexts": [{"name": "kueue", "context": {"cluster": "test", "user": "kueue"}}],
-    }
-    path = out / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    issue_certificate(pki, out, "client", subject, "extendedKeyUsage=clientAuth\n")
+    return write_kubeconfig(out / "kubeconfig", server, pki / "ca.crt", out / "client.crt", out / "client.key",
+                            user="kueue", context="kueue")
 
 
 def _serving_cert(pki: pathlib.Path, out: pathlib.Path):
     """tls.crt/tls.key for 127.0.0.1, signed by the test CA the API server trusts."""
     out.mkdir(parents=True)
-    (out / "ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kueue-webhook", "-keyout", "tls.key",
-            "-out", "tls.csr", cwd=out)
-    openssl("x509", "-req", "-in", "tls.csr", "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
-            "-CAcreateserial", "-days", "2", "-out", "tls.crt", "-extfile", "ext", cwd=out)
+    issue_certificate(pki, out, "tls", "/CN=kueue-webhook",
+                      "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
 
 
 METRICS_CERT_DIR = pathlib.Path("/etc/kueue/metrics/certs")
@@ -307,12 +291,13 @@ class Kueue:
         return True
 
 
-def start_kueue(kube: vs.Kube, work: pathlib.Path) -> Kueue:
+def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
+    """The Kueue controller on `plane` (prepared: CRDs installed) as its service account, webhooks registered."""
     binary = vs.tool_bin("kueue", "KUEUE_VERSION")
     if not os.access(binary, os.X_OK):
         vs.unavailable(f"{binary} is missing: run `make tools` (tools/build.sh kueue)")
+    kube, pki = plane.kube, plane.pki
     api = Api(kube)
-    pki = pathlib.Path(kube.kubeconfig).parent
     certs = work / "webhook-certs"
     _serving_cert(pki, certs)
     launcher = _metrics_cert_launcher(work, certs)
@@ -370,12 +355,12 @@ def start_kueue(kube: vs.Kube, work: pathlib.Path) -> Kueue:
 
         def mutated():
             kueue.alive()
-            r = kube.http.post(api._url("batch/v1", "Job", probe_ns), params={"dryRun": "All"}, json=probe_job,
+            r = kube.http.post(kube.resource_url("batch/v1", "Job", probe_ns), params={"dryRun": "All"}, json=probe_job,
                                timeout=30)
             return r.status_code == 201 and r.json()["spec"].get("suspend") is True
         poll(mutated, 60, "Kueue's Job webhook to suspend a queued Job", interval=0.5)
     except BaseException:
-        stop(proc)
+        stop_process(proc)
         raise
     return kueue
 

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from kubeflow_sdk import train_job_from_sdk
-from kueue_e2e import (  # noqa: F401  (apiserver, cluster: fixtures)
-    GPU, KUEUE_RUNTIME_PATCH_MANAGER, QUEUE_LABEL, AdmissionReport, Api, Platform, apiserver, cluster, job_manifest,
-    kueue_embedded_trainer_version, kueue_runtime_patch_selectors, poll, render, start_kueue, stop,
+from kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
+    GPU, KUEUE_RUNTIME_PATCH_MANAGER, QUEUE_LABEL, AdmissionReport, Api, Platform, control_plane, job_manifest,
+    kueue_embedded_trainer_version, kueue_runtime_patch_selectors, poll, render, start_kueue, stop_process,
     trainjob_manifest, vs)
 
 from generator.inventory import load_inventory
@@ -44,19 +44,19 @@ def report(request):
 
 
 @pytest.fixture(scope="session")
-def kueue(cluster, tmp_path_factory):
-    proc = start_kueue(cluster, tmp_path_factory.mktemp("kueue"))
+def kueue(control_plane, tmp_path_factory):
+    proc = start_kueue(control_plane, tmp_path_factory.mktemp("kueue"))
     yield proc
     # Webhooks fail closed: remove them before Kueue goes (the control plane goes right after anyway).
-    api = Api(cluster)
+    api = Api(control_plane.kube)
     for hook_config in proc.webhooks:
         api.delete("admissionregistration.k8s.io/v1", hook_config["kind"], hook_config["metadata"]["name"])
-    stop(proc.proc)
+    stop_process(proc.proc)
 
 
 @pytest.fixture(scope="session")
-def platform(cluster, kueue):
-    return Platform(Api(cluster), kueue)
+def platform(control_plane, kueue):
+    return Platform(Api(control_plane.kube), kueue)
 
 
 @pytest.fixture

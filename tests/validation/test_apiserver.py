@@ -1,4 +1,4 @@
-"""The rendered tree against a real kube-apiserver with the pinned CRDs (see conftest.py).
+"""The rendered tree against a real kube-apiserver with the pinned CRDs (see control_plane.py).
 
 Dry-run server-side apply with fieldValidation=Strict runs the CRD schemas, their CEL
 rules, core validation and admission, without needing any controller or webhook.

@@ -1,5 +1,5 @@
-"""Helpers shared by the validation tests and their conftest: pinned versions, cache
-paths, the manifest tree on disk, and a minimal Kubernetes HTTP client.
+"""Helpers shared by the validation tests, control_plane.py and the e2e tier (tests/e2e): pinned
+versions, cache paths, the manifest tree on disk, and a minimal Kubernetes HTTP client.
 
 This directory is a package, so these names never clash with tests/conftest.py.
 """
@@ -98,7 +98,7 @@ def broken_files():
 # ---------------------------------------------------------------- API client
 
 class Kube:
-    """Just enough of a Kubernetes client: discovery, server-side apply, create."""
+    """Just enough of a Kubernetes client: discovery, URLs, server-side apply, create, get (raw responses)."""
 
     def __init__(self, server, ca, cert, key):
         self.server = server
@@ -108,30 +108,42 @@ class Kube:
         self.http.trust_env = False
         self.http.verify = str(ca)
         self.http.cert = (str(cert), str(key))
-        self._gv = {}
+        self._discovery = {}
 
-    def _resources(self, api_version):
-        if api_version not in self._gv:
+    def resources(self, api_version, refresh=False):
+        """{kind: (plural, namespaced)} served in api_version ({} when it is not served), from discovery.
+
+        Cached per group version once served; refresh=True reads discovery again (a CRD may have appeared)."""
+        if refresh:
+            self._discovery.pop(api_version, None)
+        if api_version not in self._discovery:
             path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
             r = self.http.get(self.server + path, timeout=30)
             if r.status_code == 404:
                 return {}
             r.raise_for_status()
-            self._gv[api_version] = {
+            self._discovery[api_version] = {
                 res["kind"]: (res["name"], res["namespaced"])
                 for res in r.json()["resources"] if "/" not in res["name"]}
-        return self._gv[api_version]
+        return self._discovery[api_version]
 
-    def url(self, obj, named=True):
-        api_version, kind = obj["apiVersion"], obj["kind"]
-        res = self._resources(api_version)
+    def resource_url(self, api_version, kind, namespace=None, name=None):
+        """URL of one object (name given) or of a collection; a namespaced kind without a namespace means
+        all namespaces. Discovery is read again once if the cached answer lacks `kind`."""
+        res = self.resources(api_version)
+        if kind not in res:
+            res = self.resources(api_version, refresh=True)
         assert kind in res, f"the API server does not serve {kind} in {api_version}"
         plural, namespaced = res[kind]
         prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        ns = f"/namespaces/{namespace}" if namespaced and namespace else ""
+        return f"{self.server}{prefix}{ns}/{plural}" + (f"/{name}" if name else "")
+
+    def url(self, obj, named=True):
+        """URL of `obj` (named) or of its collection; a namespaced object without a namespace is in `default`."""
         meta = obj.get("metadata", {})
-        ns = f"/namespaces/{meta.get('namespace', 'default')}" if namespaced else ""
-        name = f"/{meta['name']}" if named else ""
-        return f"{self.server}{prefix}{ns}/{plural}{name}"
+        return self.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace", "default"),
+                                 meta["name"] if named else None)
 
     def apply(self, obj, dry_run=True):
         params = {"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict", "force": "true"}
