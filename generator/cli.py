@@ -10,15 +10,7 @@ import click
 
 from generator.inventory import InventoryInvalid, load_inventory
 from generator.tree import render_trees
-from generator.write import (
-    NotOurDirectory,
-    diff_file,
-    diff_tree,
-    ensure_replaceable,
-    ensure_replaceable_file,
-    write_file,
-    write_tree,
-)
+from generator.write import NotOurDirectory, pending_file, pending_tree
 
 EXIT_STALE = 1
 EXIT_INVALID = 2
@@ -67,10 +59,11 @@ def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: 
     Exit codes: 0 written or up to date; 1 stale (--check); 2 invalid inventory, nothing written.
     """
     trees = _render_or_exit(inventory_path)
-    targets = ((out_dir, trees.synced), (bootstrap_dir, trees.bootstrap))
+    # Each output is read once; nothing is written until every output may be replaced.
+    outputs = [pending_tree(trees.synced, out_dir), pending_tree(trees.bootstrap, bootstrap_dir),
+               pending_file(trees.docs, docs_path)]
     if check:
-        stale = [line for directory, files in targets for line in diff_tree(files, directory).lines(directory)]
-        stale += diff_file(trees.docs, docs_path).lines(docs_path.parent)
+        stale = [line for output in outputs for line in output.stale_lines()]
         for line in stale:
             click.echo(line)
         if stale:
@@ -79,13 +72,10 @@ def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: 
         click.echo(f"Up to date: {out_dir}/, {bootstrap_dir}/ and {docs_path} match {inventory_path}.")
         return
     try:
-        # Refuse before writing anything, so no output is replaced when one cannot be.
-        for directory, _ in targets:
-            ensure_replaceable(directory)
-        ensure_replaceable_file(docs_path)
-        for directory, files in targets:
-            _report(f"{directory}/", write_tree(files, directory), len(files))
-        _report(str(docs_path), write_file(trees.docs, docs_path), 1)
+        for output in outputs:
+            output.check_ours()
+        for output in outputs:
+            _report(output.label, output.apply(), output.count)
     except NotOurDirectory as refused:
         click.echo(f"error: {refused}", err=True)
         sys.exit(EXIT_INVALID)

@@ -1,8 +1,13 @@
-"""Compare a rendered tree with a directory, and replace the directory with it.
+"""Compare rendered output with what is on disk, and replace it.
 
 Kapitan's approach: write the whole tree into a sibling temporary directory, then swap it in, so stale
-files disappear without a separate prune step and a failure never leaves a half-written tree. A render
-that changes nothing touches nothing (mtimes stay, so make and editors see no change).
+files disappear without a separate prune step and a failure never leaves a half-written tree. Files whose
+content did not change are hard-linked into the new tree rather than rewritten, so they keep their inode
+and mtime: after a one-group edit only that group's files look new. A render that changes nothing touches
+nothing.
+
+Each output is read from disk once: `pending_tree`/`pending_file` read and compare, `.check_ours()` refuses
+to replace files gpugen did not write, `.apply()` writes.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ def _generated_by_us(content: bytes) -> bool:
 
 
 class NotOurDirectory(Exception):
-    """The output directory holds files the generator did not write; replacing it would delete them."""
+    """The output holds files the generator did not write; replacing it would delete them."""
 
 
 @dataclass
@@ -46,21 +51,12 @@ def read_tree(directory: Path) -> Files:
             for path in sorted(directory.rglob("*")) if path.is_file()}
 
 
-def diff_tree(files: Files, directory: Path) -> Changes:
-    existing = read_tree(directory)
+def _changes(files: Files, existing: Files) -> Changes:
     return Changes(
         added=sorted(set(files) - set(existing)),
         changed=sorted(path for path in files if path in existing and existing[path] != files[path]),
         removed=sorted(set(existing) - set(files)),
     )
-
-
-def ensure_replaceable(directory: Path) -> None:
-    """Raise NotOurDirectory unless every file in `directory` carries the generated header."""
-    foreign = [path for path, content in read_tree(directory).items() if not _generated_by_us(content)]
-    if foreign:
-        listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
-        raise NotOurDirectory(f"refusing to replace {directory}: it holds files gpugen did not write ({listed})")
 
 
 def _write_new(path: Path, content: bytes) -> None:
@@ -72,62 +68,122 @@ def _write_new(path: Path, content: bytes) -> None:
         os.close(fd)
 
 
+@dataclass
+class PendingTree:
+    """A directory that should hold exactly `files`."""
+
+    directory: Path
+    files: Files
+    existing: Files
+    changes: Changes
+
+    @property
+    def label(self) -> str:
+        return f"{self.directory}/"
+
+    @property
+    def count(self) -> int:
+        return len(self.files)
+
+    def stale_lines(self) -> list[str]:
+        return self.changes.lines(self.directory)
+
+    def check_ours(self) -> None:
+        foreign = [path for path, content in self.existing.items() if not _generated_by_us(content)]
+        if foreign:
+            listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+            raise NotOurDirectory(f"refusing to replace {self.directory}: it holds files gpugen did not write ({listed})")
+
+    def apply(self) -> Changes:
+        if not self.changes:
+            return self.changes
+        self.check_ours()
+        directory = self.directory
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.new-", dir=directory.parent))
+        try:
+            made: set[Path] = set()
+            for path, content in self.files.items():
+                target = staging / path
+                if target.parent not in made:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    made.add(target.parent)
+                if self.existing.get(path) == content:
+                    try:
+                        os.link(directory / path, target)
+                        continue
+                    except OSError:  # a filesystem without hard links: write it instead
+                        pass
+                _write_new(target, content)
+            os.chmod(staging, 0o755)  # mkdtemp makes it 0700
+            if directory.exists():
+                retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
+                os.rename(directory, retired / directory.name)
+                try:
+                    os.rename(staging, directory)
+                except OSError:
+                    os.rename(retired / directory.name, directory)
+                    raise
+                shutil.rmtree(retired)
+            else:
+                os.rename(staging, directory)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging)
+        return self.changes
+
+
+def pending_tree(files: Files, directory: Path) -> PendingTree:
+    existing = read_tree(directory)
+    return PendingTree(directory, files, existing, _changes(files, existing))
+
+
+@dataclass
+class PendingFile:
+    """One generated file outside the trees (the users' docs page)."""
+
+    path: Path
+    content: bytes
+    existing: bytes | None
+    changes: Changes
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
+
+    count = 1
+
+    def stale_lines(self) -> list[str]:
+        return self.changes.lines(self.path.parent)
+
+    def check_ours(self) -> None:
+        if self.existing is not None and not _generated_by_us(self.existing):
+            raise NotOurDirectory(f"refusing to replace {self.path}: gpugen did not write it")
+
+    def apply(self) -> Changes:
+        if not self.changes:
+            return self.changes
+        self.check_ours()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, staging = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(self.content)
+        os.chmod(staging, 0o644)
+        os.replace(staging, self.path)
+        return self.changes
+
+
+def pending_file(content: bytes, path: Path) -> PendingFile:
+    existing = path.read_bytes() if path.is_file() else None
+    changes = (Changes(added=[path.name]) if existing is None
+               else Changes(changed=[path.name]) if existing != content else Changes())
+    return PendingFile(path, content, existing, changes)
+
+
+def diff_tree(files: Files, directory: Path) -> Changes:
+    return pending_tree(files, directory).changes
+
+
 def write_tree(files: Files, directory: Path) -> Changes:
     """Make `directory` hold exactly `files`. Returns what changed; writes nothing when nothing did."""
-    changes = diff_tree(files, directory)
-    if not changes:
-        return changes
-    ensure_replaceable(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.new-", dir=directory.parent))
-    try:
-        made: set[Path] = set()
-        for path, content in files.items():
-            target = staging / path
-            if target.parent not in made:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                made.add(target.parent)
-            _write_new(target, content)
-        os.chmod(staging, 0o755)  # mkdtemp makes it 0700
-        if directory.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
-            os.rename(directory, retired / directory.name)
-            try:
-                os.rename(staging, directory)
-            except OSError:
-                os.rename(retired / directory.name, directory)
-                raise
-            shutil.rmtree(retired)
-        else:
-            os.rename(staging, directory)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-    return changes
-
-
-def diff_file(content: bytes, path: Path) -> Changes:
-    """Changes for a single generated file, named relative to its parent directory."""
-    if not path.is_file():
-        return Changes(added=[path.name])
-    return Changes(changed=[path.name]) if path.read_bytes() != content else Changes()
-
-
-def ensure_replaceable_file(path: Path) -> None:
-    if path.is_file() and not _generated_by_us(path.read_bytes()):
-        raise NotOurDirectory(f"refusing to replace {path}: gpugen did not write it")
-
-
-def write_file(content: bytes, path: Path) -> Changes:
-    """Atomically replace one generated file; nothing is touched when the content is the same."""
-    changes = diff_file(content, path)
-    if not changes:
-        return changes
-    ensure_replaceable_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(content)
-    os.chmod(staging, 0o644)
-    os.replace(staging, path)
-    return changes
+    return pending_tree(files, directory).apply()

@@ -68,6 +68,21 @@ def test_changed_render_swaps_in_a_new_tree_and_prunes_stale_files(workspace):
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".rendered.")], "no staging leftovers"
 
 
+def test_changed_render_keeps_unchanged_files_as_they_were(workspace):
+    """Unchanged files are hard-linked into the new tree: same inode and mtime, so only what the edit changed
+    looks new to make, editors and backup tools."""
+    inventory, out, _, args = workspace
+    assert render(args).exit_code == 0
+    untouched = out / "kueue/localqueue/vision-lab.default.yaml"
+    edited = out / "kueue/clusterqueue/vision-lab.yaml"
+    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (untouched, edited)}
+    inventory.write_text(inventory.read_text().replace("        cpu: 36\n", "        cpu: 30\n", 1))
+    assert render(args).exit_code == 0
+    assert (untouched.stat().st_ino, untouched.stat().st_mtime_ns) == before[untouched]
+    assert edited.stat().st_ino != before[edited][0]
+    assert "cpu\n        nominalQuota: '30'" in edited.read_text()
+
+
 def test_check_reports_added_changed_and_removed_files(workspace):
     inventory, out, _, args = workspace
     assert render(args, "--check").exit_code == 1  # nothing rendered yet
