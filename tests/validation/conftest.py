@@ -27,8 +27,9 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("broken_file", files, ids=[f.stem for f in files])
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tree_present():
+    # Session scope: one walk of the tree per run, not one per test (8,000 objects at national scale).
     if not manifest_files():
         unavailable(f"no rendered objects under {rendered_dir()} (run `python -m generator render`)")
 
