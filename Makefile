@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check plan schema test tools validate clean-venv
+.PHONY: help render check plan schema test tools validate bench clean-venv
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -15,10 +15,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-render: $(VENV)/.installed ## Render gpu_classes.yaml into rendered/ and bootstrap/ (a no-op render touches no file)
+render: $(VENV)/.installed ## Render gpu_classes.yaml into rendered/, bootstrap/ and docs/runtimes.md (a no-op render touches no file)
 	$(PY) -m generator render
 
-check: $(VENV)/.installed ## Fail (exit 1) listing added/changed/removed files if rendered/ or bootstrap/ is stale
+check: $(VENV)/.installed ## Fail (exit 1) listing added/changed/removed files if any rendered output is stale
 	$(PY) -m generator render --check
 
 schema: $(VENV)/.installed ## Re-export the inventory's JSON Schema for editors (schema/gpu_classes.schema.json)
@@ -37,6 +37,9 @@ validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real 
 test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (real tools included), drift check
 	$(PY) -m pytest -q
 	$(PY) -m generator render --check
+
+bench: $(VENV)/.installed tools ## Benchmarks at national scale; rewrites the results table in benchmarks/README.md
+	$(PY) benchmarks/run.py --apiserver --write-readme
 
 clean-venv: ## Remove the virtualenv (the tool cache in ~/.cache/gpugen is kept)
 	rm -rf $(VENV)
