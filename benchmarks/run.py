@@ -261,7 +261,9 @@ def edited_copy(inventory: Path, work: Path) -> Path:
     match = re.compile(r"^(    description: )(.*)$", re.M).search(text, groups_at.end() if groups_at else 0)
     if match is None:
         raise RuntimeError(f"{inventory}: no group description to edit")
-    edited = work / f"edited-{inventory.name}"
+    # Same file name: the generated headers name the inventory file, and must not change with the edit.
+    (work / "edited").mkdir(exist_ok=True)
+    edited = work / "edited" / inventory.name
     edited.write_text(text[:match.start(2)] + match.group(2) + " (edited)" + text[match.end(2):], encoding="utf-8")
     return edited
 
