@@ -67,6 +67,17 @@ def _section(document: CommentedMap, name: str) -> CommentedMap:
     return section
 
 
+_SINGULAR = {"classes": "class", "groups": "group"}
+
+
+def _entry(document: CommentedMap, section: str, name: str) -> CommentedMap:
+    """The existing entry `name` of `section` (classes, groups), or a refusal listing what exists."""
+    entries = _section(document, section)
+    if name not in entries:
+        raise EditRefused(f"no {_SINGULAR[section]} '{name}' ({section}: {', '.join(entries)})")
+    return entries[name]
+
+
 def add_class(name: str, *, arch: str, label_value: str, image: str, nodes: int, gpus: int, cpu: str, memory: str,
               flavor: str | None = None, num_nodes: int | None = None, description: str | None = None) -> Edit:
     def edit(document: CommentedMap) -> None:
@@ -84,10 +95,7 @@ def add_class(name: str, *, arch: str, label_value: str, image: str, nodes: int,
 
 def set_image(class_name: str, image: str) -> Edit:
     def edit(document: CommentedMap) -> None:
-        classes = _section(document, "classes")
-        if class_name not in classes:
-            raise EditRefused(f"no class '{class_name}' (classes: {', '.join(classes)})")
-        classes[class_name]["image"] = _scalar(image)
+        _entry(document, "classes", class_name)["image"] = _scalar(image)
     return edit
 
 
@@ -106,10 +114,7 @@ def add_group(name: str, *, namespaces: list[str], class_name: str, gpus: int, c
 
 def add_namespace(group: str, namespace: str) -> Edit:
     def edit(document: CommentedMap) -> None:
-        groups = _section(document, "groups")
-        if group not in groups:
-            raise EditRefused(f"no group '{group}' (groups: {', '.join(groups)})")
-        namespaces = groups[group].get("namespaces")
+        namespaces = _entry(document, "groups", group).get("namespaces")
         if not isinstance(namespaces, list):
             raise EditRefused(f"group '{group}' has no namespaces list")
         if namespace in namespaces:
@@ -121,10 +126,7 @@ def add_namespace(group: str, namespace: str) -> Edit:
 def set_allocation(group: str, class_name: str, *, gpus: int | None = None, cpu: str | None = None,
                    memory: str | None = None) -> Edit:
     def edit(document: CommentedMap) -> None:
-        groups = _section(document, "groups")
-        if group not in groups:
-            raise EditRefused(f"no group '{group}' (groups: {', '.join(groups)})")
-        allocations = groups[group].setdefault("allocations", CommentedMap())
+        allocations = _entry(document, "groups", group).setdefault("allocations", CommentedMap())
         if class_name not in allocations:
             if None in (gpus, cpu, memory):
                 raise EditRefused(f"'{group}' has no allocation on '{class_name}' yet: give --gpus, --cpu and --memory")
