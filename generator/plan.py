@@ -17,6 +17,7 @@ Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 Files = dict[str, bytes]
 
 GITHUB_COMMENT_LIMIT = 65_536
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # a national-scale plan reads two 8,000-file trees
 RECREATE = "delete and recreate"
 
 # Fields the API server refuses to change in place (CRD CEL `self == oldSelf` rules of the pinned versions).
@@ -71,7 +72,7 @@ def objects_of(files: Files) -> dict[Key, dict[str, Any]]:
     for path, content in files.items():
         if path.endswith("kustomization.yaml") or not path.endswith(".yaml"):
             continue
-        for obj in yaml.safe_load_all(content):
+        for obj in yaml.load_all(content, Loader=_Loader):
             if obj:
                 meta = obj["metadata"]
                 objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj

@@ -26,7 +26,7 @@ def _class_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> list
         f"| Default number of nodes | {gpu_class.numNodes} |",
         f"| Hardware | {gpu_class.nodes} node(s), each {per_node.gpus} GPU(s), {per_node.cpu} CPU, {per_node.memory} "
         f"memory: {total_gpus} GPU(s) in total |",
-        f"| Node selector (set for you) | " + ", ".join(f"`{k}={v}`" for k, v in sorted(gpu_class.nodeSelector.items()))
+        "| Node selector (set for you) | " + ", ".join(f"`{k}={v}`" for k, v in sorted(gpu_class.nodeSelector.items()))
         + " |",
         "",
         "Environment variables set by the runtime:",

@@ -180,10 +180,6 @@ def pending_file(content: bytes, path: Path) -> PendingFile:
     return PendingFile(path, content, existing, changes)
 
 
-def diff_tree(files: Files, directory: Path) -> Changes:
-    return pending_tree(files, directory).changes
-
-
 def write_tree(files: Files, directory: Path) -> Changes:
     """Make `directory` hold exactly `files`. Returns what changed; writes nothing when nothing did."""
     return pending_tree(files, directory).apply()

@@ -19,7 +19,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from generator.inventory.load import Problem, load_inventory_text
+from generator.inventory.load import load_inventory_text
 
 Edit = Callable[[CommentedMap], None]
 
@@ -180,5 +180,5 @@ def apply_edit(path: Path, edit: Edit) -> str:
     return edited
 
 
-__all__ = ["EditRefused", "Problem", "add_class", "add_group", "add_namespace", "apply_edit", "edit_text",
+__all__ = ["EditRefused", "add_class", "add_group", "add_namespace", "apply_edit", "edit_text",
            "set_allocation", "set_image"]
