@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from generator.build.argocd import directory_size_warning
 from generator.inventory import InventoryInvalid, load_inventory
 from generator.tree import render_trees
 from generator.write import NotOurDirectory, pending_file, pending_tree
@@ -71,6 +72,9 @@ def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: 
 
 def _render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: Path, check: bool) -> None:
     trees = _render_or_exit(inventory_path)
+    warning = directory_size_warning(trees.synced)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
     # Each output is read once; nothing is written until every output may be replaced.
     outputs = [pending_tree(trees.synced, out_dir), pending_tree(trees.bootstrap, bootstrap_dir),
                pending_file(trees.docs, docs_path)]

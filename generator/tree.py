@@ -10,6 +10,7 @@ from typing import Any
 
 from generator import emit, userdocs, versions
 from generator.build import bootstrap_objects, synced_objects
+from generator.build.argocd import KUSTOMIZATION_FILE
 from generator.inventory.models import Inventory
 
 Files = dict[str, bytes]
@@ -61,6 +62,6 @@ def kustomization(resources: list[str], source: str) -> bytes:
 
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     synced = _files(synced_objects(inventory), source)
-    synced["kustomization.yaml"] = kustomization(list(synced), source)
+    synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
     return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=_files(bootstrap_objects(inventory), source),
                          docs=userdocs.runtimes_page(inventory, source).encode("utf-8"))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from conftest import of_kind
+import re
 
-from generator.build.argocd import SYNC_WAVE
+import yaml
+from conftest import REPO, of_kind
+
+from generator.build.argocd import REPO_SERVER_MAX_DIRECTORY_BYTES, SYNC_WAVE, directory_size_warning
 from generator.build.kueue import COVERED_RESOURCES
 
 POD_SPEC_PATH = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
@@ -134,3 +137,31 @@ def test_application_syncs_the_rendered_path_with_prune_self_heal_and_ssa(flame,
     assert policy["automated"] == {"prune": True, "selfHeal": True}
     assert {"ServerSideApply=true", "SkipDryRunOnMissingResource=true"} <= set(policy["syncOptions"])
     assert app["spec"]["source"]["path"] == flame.cluster.gitops.path == "rendered"
+
+
+def test_argo_cd_reads_the_tree_as_plain_manifests_without_the_kustomization(flame_bootstrap):
+    """What Argo CD v3.6's directory source reads (reposerver/repository/repository.go: files matching
+    ^.*\\.(yaml|yml|json|jsonnet)$ under the path, `exclude` matched against paths relative to it) is exactly the
+    object files the kustomization lists: the same objects with or without kustomize."""
+    (app,) = flame_bootstrap
+    directory = app["spec"]["source"]["directory"]
+    assert directory["recurse"] is True  # objects sit in <api>/<kind>/ folders
+    exclude = directory["exclude"]
+    assert not set(exclude) & set("*?[]{}!\\"), "a literal pattern: it matches that relative path only"
+    tree = REPO / app["spec"]["source"]["path"]
+    manifest = re.compile(r"^.*\.(yaml|yml|json|jsonnet)$")
+    read_by_argo = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*")
+                          if p.is_file() and manifest.match(p.name) and p.relative_to(tree).as_posix() != exclude)
+    kustomization = yaml.safe_load((tree / exclude).read_text())
+    assert kustomization["kind"] == "Kustomization"
+    assert read_by_argo == kustomization["resources"]
+    for path in read_by_argo:
+        (obj,) = list(yaml.safe_load_all((tree / path).read_text()))
+        assert SYNC_WAVE in obj["metadata"]["annotations"], path
+
+
+def test_render_warns_when_argo_cds_directory_size_limit_would_refuse_the_tree():
+    assert directory_size_warning({"kustomization.yaml": b"x" * 20_000_000, "a.yaml": b"x" * 100}) is None
+    assert directory_size_warning({"a.yaml": b"x" * REPO_SERVER_MAX_DIRECTORY_BYTES}) is None
+    warning = directory_size_warning({"a.yaml": b"x" * 6_000_000, "b.yaml": b"x" * 4_000_001})
+    assert "10,000,001 bytes" in warning and "reposerver.max.combined.directory.manifests.size" in warning

@@ -43,42 +43,76 @@ class InventoryInvalid(Exception):
 
 
 class _Positions:
-    """(line, column), 1-based, of every key and sequence item, by location tuple."""
+    """(line, column), 1-based, of every key and sequence item, by location tuple. Worked out from the node
+    graph only when a problem is reported: a valid inventory (the common case, thousands of groups at
+    national scale) never pays for it."""
 
-    def __init__(self) -> None:
-        self.at: dict[Loc, tuple[int, int]] = {(): (1, 1)}
+    def __init__(self, root: yaml.Node | None, loader: "_InventoryLoader") -> None:
+        self._root, self._loader = root, loader
+        self._at: dict[Loc, tuple[int, int]] | None = None
+
+    @property
+    def at(self) -> dict[Loc, tuple[int, int]]:
+        if self._at is None:
+            self._at = {(): (1, 1)}
+            self._record(self._root, ())
+        return self._at
+
+    def _record(self, node: yaml.Node | None, loc: Loc) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = _key(key_node, self._loader)
+                self._at.setdefault(loc + (key,), (key_node.start_mark.line + 1, key_node.start_mark.column + 1))
+                self._record(value_node, loc + (key,))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item_node in enumerate(node.value):
+                self._at[loc + (index,)] = (item_node.start_mark.line + 1, item_node.start_mark.column + 1)
+                self._record(item_node, loc + (index,))
 
     def find(self, loc: Loc) -> tuple[int, int]:
-        while loc not in self.at:
+        at = self.at
+        while loc not in at:
             loc = loc[:-1]
-        return self.at[loc]
+        return at[loc]
 
 
-def _document(node: yaml.Node | None, loader: "_InventoryLoader", loc: Loc, positions: _Positions) -> Any:
-    """Plain dicts, lists and scalars from the node graph, recording every key's and item's position and
-    refusing duplicate keys (PyYAML itself keeps the last one silently)."""
-    if isinstance(node, yaml.MappingNode):
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _scalar(node: yaml.Node, loader: "_InventoryLoader") -> Any:
+    # Most scalars are strings; PyYAML's construct_object would only hand back node.value, more slowly.
+    if node.tag == _STR_TAG and type(node) is yaml.ScalarNode:
+        return node.value
+    return loader.construct_object(node, deep=True)
+
+
+def _key(key_node: yaml.Node, loader: "_InventoryLoader") -> Any:
+    key = _scalar(key_node, loader)
+    if not isinstance(key, (str, int, float, bool)) or key is None:
+        raise _DocumentError((key_node.start_mark.line + 1, key_node.start_mark.column + 1),
+                             f"mapping key {key!r} must be a scalar")
+    return key
+
+
+def _document(node: yaml.Node | None, loader: "_InventoryLoader") -> Any:
+    """Plain dicts, lists and scalars from the node graph, refusing duplicate keys (PyYAML itself keeps the
+    last one silently)."""
+    kind = type(node)
+    if kind is yaml.MappingNode:
         loader.flatten_mapping(node)  # resolves `<<` merge keys
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            if not isinstance(key, (str, int, float, bool)) or key is None:
-                raise _DocumentError(where, f"mapping key {key!r} must be a scalar")
+            key = _key(key_node, loader)
             if key in result:
-                first = positions.at[loc + (key,)][0]
-                raise _DocumentError(where, f"duplicate key {key!r} (first at line {first}; each key may appear "
-                                            "once in a mapping)")
-            positions.at[loc + (key,)] = where
-            result[key] = _document(value_node, loader, loc + (key,), positions)
+                first = next(k for k, _ in node.value if _key(k, loader) == key)
+                raise _DocumentError((key_node.start_mark.line + 1, key_node.start_mark.column + 1),
+                                     f"duplicate key {key!r} (first at line {first.start_mark.line + 1}; each key "
+                                     "may appear once in a mapping)")
+            result[key] = _document(value_node, loader)
         return result
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for index, item_node in enumerate(node.value):
-            positions.at[loc + (index,)] = (item_node.start_mark.line + 1, item_node.start_mark.column + 1)
-            items.append(_document(item_node, loader, loc + (index,), positions))
-        return items
-    return None if node is None else loader.construct_object(node, deep=True)
+    if kind is yaml.SequenceNode:
+        return [_document(item_node, loader) for item_node in node.value]
+    return None if node is None else _scalar(node, loader)
 
 
 class _DocumentError(Exception):
@@ -90,6 +124,18 @@ class _DocumentError(Exception):
 class _InventoryLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """PyYAML's (C, when available) safe loader with the two YAML 1.1 rules it leaves out, so a value means
     here exactly what it would mean to Kubernetes' reader: y/n are booleans, 1e3 is a float."""
+
+    _plain_tags: dict[str, str] = {}
+
+    def resolve(self, kind, value, implicit):
+        # The C parser asks this pure-Python resolver about every scalar, and inventories repeat their values
+        # (resource names, quantities, cohorts): a plain scalar's tag depends on its text alone.
+        if kind is yaml.ScalarNode and implicit[0]:
+            tag = self._plain_tags.get(value)
+            if tag is None:
+                tag = self._plain_tags[value] = super().resolve(kind, value, implicit)
+            return tag
+        return super().resolve(kind, value, implicit)
 
 
 _InventoryLoader.add_implicit_resolver(
@@ -155,11 +201,11 @@ def _schema_problems(path: str, error: ValidationError, positions: _Positions) -
 
 
 def parse_inventory(text: str, path: str) -> tuple[Any, _Positions]:
-    positions = _Positions()
     loader = _InventoryLoader(text)
     try:
         node = loader.get_single_node()
-        document = _document(node, loader, (), positions)
+        document = _document(node, loader)
+        positions = _Positions(node, loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
