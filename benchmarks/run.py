@@ -54,7 +54,7 @@ FULL_SERIES = [(64, groups, 3) for groups in (125, 250, 500, 1000, 2000)]
 QUICK_SERIES = [(8, groups, 2) for groups in (10, 20, 40)]
 
 # Nothing the benchmark writes to disk is removed before the run ends. On a journal-less ext4 (this VM's disk)
-# the kernel avoids reusing the inode of a file removed in the last minute (five while its inode block is
+# the kernel avoids reusing the inode of a file removed in the last minute (six while its inode block is
 # dirty): each new file's inode allocation scans past every such inode (recently_deleted() under ext4_create
 # in a perf profile), kernel time that grows with the number of files removed. Renders started right after a
 # tree of 8,000 files was removed took up to three times longer, all of it system time.
@@ -254,6 +254,19 @@ def kustomize(out: Path, work: Path, reps: int, budget: float) -> tuple[list[flo
     size = target.stat().st_size
     target.unlink()
     return times, rss, size
+
+
+def bytecode_as_by_default(log) -> str:
+    """Let every process of the run cache bytecode, as Python does by default. With PYTHONDONTWRITEBYTECODE set
+    (this machine's environment sets it), the generator's own modules, installed editable and so never
+    byte-compiled by pip, are compiled from source in every process (about 20 ms of a FLAME render), while the
+    libraries' bytecode, compiled by pip at install, is read: the comparison would be skewed against the render."""
+    note = "bytecode cached as by default"
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        note += " (PYTHONDONTWRITEBYTECODE, set in this environment, is removed for the run's processes)"
+    subprocess.run([PYTHON, "-c", "import generator.cli"], cwd=REPO, check=True)  # untimed: writes __pycache__
+    log(note)
+    return note
 
 
 def settle() -> None:
@@ -529,6 +542,7 @@ def report(results: dict) -> str:
         f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory']} memory, {m['python']}, Linux {m['kernel']}; "
         f"{m['libraries']}; kubectl: {m['kubectl']}.",
         f"Machine load at start: {results['busy_start']}; at end: {results['busy_end']}.",
+        f"Python: {results.get('bytecode', 'bytecode setting not recorded')}.",
         "",
     ]
     base = results["baseline"]
@@ -674,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classes", type=int, default=64, help="classes in the series (default 64)")
     parser.add_argument("--namespaces", type=int, default=3, help="namespaces per group in the series (default 3)")
     parser.add_argument("--reps", type=int, default=None, help="repetitions per synthetic scale (default 3)")
-    parser.add_argument("--baseline-reps", type=int, default=None, help="FLAME/import repetitions (default 9)")
+    parser.add_argument("--baseline-reps", type=int, default=None, help="FLAME/import repetitions (default 15)")
     parser.add_argument("--kustomize-budget", type=float, default=60.0,
                         help="repeat kubectl kustomize at a scale only while its runs took less than this (s)")
     parser.add_argument("--apiserver", action="store_true",
@@ -687,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds to wait after a sync before the first measurement (default {SETTLE_START_SECONDS})")
     args = parser.parse_args(argv)
     reps = args.reps or (2 if args.quick else 5)
-    baseline_reps = args.baseline_reps or (3 if args.quick else 9)
+    baseline_reps = args.baseline_reps or (3 if args.quick else 15)
     series = QUICK_SERIES if args.quick else FULL_SERIES
     if args.groups or args.classes != 64 or args.namespaces != 3:
         counts = [int(g) for g in args.groups.split(",")] if args.groups else [g for _, g, _ in series]
@@ -700,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/run.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
     results: dict = {"command": command.strip(), "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                      "machine": machine(), "busy_start": busy()}
+    results["bytecode"] = bytecode_as_by_default(log)
     renderer = Renderer()
     work = Path(tempfile.mkdtemp(prefix="gpugen-bench-"))
     log(f"work directory: {work}")
