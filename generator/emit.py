@@ -109,7 +109,7 @@ class _LeftToLibyaml(Exception):
 _ONE_LINE = re.compile(r"[\x20-\x7e]+")  # printable ASCII
 _LINES = re.compile(r"[\x20-\x7e\n]+")
 _FIRST_INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
-_MAX_SCALAR = 4096  # far below the width (no folding) and libyaml's 128-character simple-key limit is checked apart
+_MAX_SCALAR = 4096  # longer strings go to libyaml: every line stays far below the width, where it would fold
 
 
 def _plain_reads_as_str(text: str) -> bool:
