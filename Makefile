@@ -39,7 +39,7 @@ test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (re
 	$(PY) -m generator render --check
 
 bench: $(VENV)/.installed tools ## Benchmarks at national scale; rewrites the results table in benchmarks/README.md
-	$(PY) benchmarks/run.py --apiserver --write-readme
+	$(PY) benchmarks/run.py --apiserver --profile --write-readme
 
 clean-venv: ## Remove the virtualenv (the tool cache in ~/.cache/gpugen is kept)
 	rm -rf $(VENV)
