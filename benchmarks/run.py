@@ -53,16 +53,15 @@ LIBRARIES = ("pydantic", "ruamel", "yaml", "click")
 FULL_SERIES = [(64, groups, 3) for groups in (125, 250, 500, 1000, 2000)]
 QUICK_SERIES = [(8, groups, 2) for groups in (10, 20, 40)]
 
-# Nothing the benchmark writes to disk is removed before the run ends. On a journal-less ext4 (this VM's disk)
-# the kernel avoids reusing the inode of a file removed in the last 60 s, or 360 s while the block holding it
-# is dirty (RECENTCY_MIN, RECENTCY_DIRTY in fs/ext4/ialloc.c): each new file's inode allocation scans past
-# every such inode (recently_deleted() under ext4_create in a perf profile), kernel time that grows with the
-# number of files removed. Renders started right after a tree of 8,000 files was removed took up to three
-# times longer, all of it system time.
-KEEP_TREES = True
-# Before the first measurement: flush, then wait out the inodes removed before the run (another run's clean-up,
-# test suites). New files land in the same inode blocks and dirty them again, so the 360 s bound is the one
-# that holds: a run started 70 s after the previous one's clean-up still saw renders slowed two- to five-fold.
+# Nothing the benchmark writes to disk is removed before the run ends, and before the first measurement it
+# flushes, then waits out the inodes removed before the run (another run's clean-up, test suites). On a
+# journal-less ext4 (this VM's disk) the kernel avoids reusing the inode of a file removed in the last 60 s,
+# or 360 s while the block holding it is dirty (RECENTCY_MIN, RECENTCY_DIRTY in fs/ext4/ialloc.c): each new
+# file's inode allocation scans past every such inode (recently_deleted() under ext4_create in a perf
+# profile), kernel time that grows with the number of files removed. Renders started right after a tree of
+# 8,000 files was removed took up to three times longer, all of it system time. New files land in the same
+# inode blocks and dirty them again, so the 360 s bound is the one that holds: a run started 70 s after the
+# previous one's clean-up still saw renders slowed two- to five-fold.
 SETTLE_START_SECONDS = 370
 
 TARGET_FLAME_RATIO = 1.5
@@ -296,18 +295,17 @@ def edited_copy(inventory: Path, work: Path) -> Path:
 def measure_scale(renderer: Renderer, label: str, inventory: Path, work: Path, reps: int, kustomize_budget: float,
                   shape: tuple[int, int, int], log) -> ScaleResult:
     work.mkdir(parents=True, exist_ok=True)
-    renders, rss, trees = [], [], []
+    renders, rss = [], []
     for rep in range(reps):
-        # A fresh directory per repetition; nothing is removed before the run ends (KEEP_TREES).
+        # A fresh directory per repetition; nothing is removed before the run ends (see SETTLE_START_SECONDS).
         tree = work / f"cold-{rep}"
         tree.mkdir()
         settle()
         result = renderer.render(inventory, tree)
-        trees.append(tree)
         renders.append(result.seconds)
         rss.append(result.max_rss_mb)
         log(f"  render {rep + 1}/{reps}: {result.seconds:.2f} s, {result.max_rss_mb:.0f} MB")
-    tree = trees[-1]  # the others stay until the run ends: see KEEP_TREES
+    # `tree` is the last repetition's: the no-op, kustomize and edit measurements below run on it.
     tmpfs = tmpfs_renders(inventory, renderer, reps, log)
     outputs = list(renderer.paths(tree).values())
     noops, touches = [], {}

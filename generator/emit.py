@@ -63,18 +63,20 @@ def _node(value: Any) -> yaml.Node:
     raise TypeError(f"cannot emit {type(value).__name__} {value!r}: builders emit str, int, bool, dict, list")
 
 
+def _plain_tag(text: str) -> str:
+    """The tag a plain scalar resolves to, for the forms _node produces."""
+    if text in _PLAIN_NON_STRINGS:
+        return _PLAIN_NON_STRINGS[text]
+    return _INT if text.lstrip("-").isdigit() else _STR
+
+
 class _NodeDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     """Serializes our nodes as they are. The emitter asks which tag a plain or quoted scalar would resolve to,
     to decide whether the tag can stay implicit; only the few forms _node produces need answers."""
 
     def resolve(self, kind, value, implicit):
         if kind is ScalarNode:
-            if implicit[0]:  # read plain
-                if value in _PLAIN_NON_STRINGS:
-                    return _PLAIN_NON_STRINGS[value]
-                if value.lstrip("-").isdigit():
-                    return _INT
-            return _STR
+            return _plain_tag(value) if implicit[0] else _STR  # implicit[0]: read plain
         return _MAP if kind is MappingNode else _SEQ
 
     # Path-based resolvers are never registered here; skip PyYAML's per-node bookkeeping for them.
@@ -112,11 +114,6 @@ _FIRST_INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
 _MAX_SCALAR = 4096  # longer strings go to libyaml: every line stays far below the width, where it would fold
 
 
-def _plain_reads_as_str(text: str) -> bool:
-    """What _NodeDumper.resolve answers for a plain scalar: libyaml quotes a string that would not."""
-    return text not in _PLAIN_NON_STRINGS and not text.lstrip("-").isdigit()
-
-
 def _plain_allowed(text: str) -> bool:
     """libyaml's analysis (yaml_emitter_analyze_scalar) for a one-line printable ASCII scalar in block context."""
     first = text[0]
@@ -137,7 +134,8 @@ def _one_line(text: str) -> str:
         return "''"
     if len(text) > _MAX_SCALAR or not _ONE_LINE.fullmatch(text):
         raise _LeftToLibyaml
-    if not needs_quotes(text) and _plain_reads_as_str(text) and _plain_allowed(text):
+    # libyaml quotes a string whose plain form would not read back as a string (_NodeDumper.resolve).
+    if not needs_quotes(text) and _plain_tag(text) == _STR and _plain_allowed(text):
         return text
     return "'" + text.replace("'", "''") + "'"
 
