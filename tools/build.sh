@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Build the pinned upstream tools from their Go modules into the cache:
-#   tools/build.sh [kubeconform etcd kube-apiserver kyverno kueue]
+#   tools/build.sh [TOOL ...]        (default: every tool in ALL_TOOLS, in that order)
 # A tool whose versioned binary is already cached is skipped. Each build runs in a
 # throw-away wrapper module under the cache (never committed), so upstream `replace`
-# lines that `go install pkg@version` would refuse can be carried over.
+# lines that `go install pkg@version` would refuse can be carried over. Tools from one
+# module (kube-apiserver, kube-controller-manager, kube-scheduler) share one wrapper,
+# so they resolve the same dependency graph and share compiled packages.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -12,6 +14,7 @@ source "$(dirname "$0")/common.sh"
 # mapped to the published v0.Y.Z of each staging module.
 make_wrapper() {
   local dir="$1" module="$2" version="$3"
+  if [ -f "$dir/.ready" ]; then cd "$dir"; return 0; fi
   rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
   go mod init "gpugen.local/wrap/$(basename "$dir")"
   local dl upstream_gomod
@@ -31,6 +34,7 @@ make_wrapper() {
     esac
   done
   go mod edit -require="$module@$version"
+  touch .ready
 }
 
 # build TOOL MODULE PACKAGE [LDFLAGS]
@@ -50,11 +54,14 @@ build() {
   # from an `||` context, so a plain ( ... ) here would carry on past a failed step.
   export -f make_wrapper
   set +e
+  # One wrapper per module@version; a lock keeps two builds from sharing it at once.
+  local wrapper="$WRAP_DIR/${module//\//_}-$version"
   CGO_ENABLED=0 bash -euxo pipefail -c '
+    exec 9>"$1.lock" && flock 9
     make_wrapper "$1" "$2" "$3"
     go get "$4@$3"
     go build -trimpath -ldflags "$5" -o "$6.tmp" "$4"
-    mv "$6.tmp" "$6"' _ "$WRAP_DIR/$tool-$version" "$module" "$version" "$pkg" "$ldflags" "$bin" >"$log" 2>&1
+    mv "$6.tmp" "$6"' _ "$wrapper" "$module" "$version" "$pkg" "$ldflags" "$bin" >"$log" 2>&1
   rc=$?
   set -e
   if [ $rc -ne 0 ]; then
@@ -85,16 +92,29 @@ build_tool() {
       "-s -w -X main.version=$KUBECONFORM_VERSION" ;;
     # etcd 3.6: the server module's root package is the etcd binary's main.
     etcd) build etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" ;;
-    kube-apiserver) build kube-apiserver k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$(k8s_ldflags)" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler)
+      build "$1" k8s.io/kubernetes "k8s.io/kubernetes/cmd/$1" "$(k8s_ldflags)" ;;
     kyverno) build kyverno github.com/kyverno/kyverno github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno "-s -w" ;;
+    # Kyverno's admission controller (webhooks, policy engine), for the simulated cluster.
+    kyverno-controller) build kyverno-controller github.com/kyverno/kyverno github.com/kyverno/kyverno/cmd/kyverno "-s -w" ;;
     kueue) build kueue sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue \
       "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" ;;
-    *) echo "ERROR: unknown tool '$1' (known: kubeconform etcd kube-apiserver kyverno kueue)" >&2; return 1 ;;
+    # JobSet's module root package is its controller's main.
+    jobset) build jobset sigs.k8s.io/jobset sigs.k8s.io/jobset "-s -w" ;;
+    trainer) build trainer github.com/kubeflow/trainer/v2 github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "-s -w" ;;
+    helm) build helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm \
+      "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
+    kwok) build kwok sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" ;;
+    crane) build crane github.com/google/go-containerregistry github.com/google/go-containerregistry/cmd/crane "-s -w" ;;
+    *) echo "ERROR: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
 
+# Every tool, cheapest first; CI builds them all.
+ALL_TOOLS=(kubeconform etcd kube-apiserver kube-controller-manager kube-scheduler kyverno kyverno-controller
+  kueue jobset trainer helm kwok crane)
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(kubeconform etcd kube-apiserver kyverno kueue)
+[ ${#tools[@]} -gt 0 ] || tools=("${ALL_TOOLS[@]}")
 failed=()
 for t in "${tools[@]}"; do
   build_tool "$t" || failed+=("$t")   # keep going: one failure should not hide the others

@@ -23,9 +23,14 @@ tool_version() {
   case "$1" in
     kubeconform) echo "$KUBECONFORM_VERSION" ;;
     etcd) echo "$ETCD_VERSION" ;;
-    kube-apiserver) echo "$KUBERNETES_VERSION" ;;
-    kyverno) echo "$KYVERNO_VERSION" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler) echo "$KUBERNETES_VERSION" ;;
+    kyverno|kyverno-controller) echo "$KYVERNO_VERSION" ;;
     kueue) echo "$KUEUE_VERSION" ;;
+    jobset) echo "$JOBSET_VERSION" ;;
+    trainer) echo "$TRAINER_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
+    kwok) echo "$KWOK_VERSION" ;;
+    crane) echo "$GGCR_VERSION" ;;
     *) echo "ERROR: unknown tool $1" >&2; return 1 ;;
   esac
 }
