@@ -427,7 +427,7 @@ t0 = time.perf_counter()
 from generator.inventory.load import parse_inventory
 from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
-from generator.build import synced_objects, bootstrap_objects
+from generator.builders import synced_objects, bootstrap_objects
 from generator.tree import render_trees
 from generator.write import write_tree
 t1 = time.perf_counter()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from generator.build.argocd import directory_size_warning
+from generator.builders.argocd import directory_size_warning
 from generator.inventory import InventoryInvalid, load_inventory
 from generator.tree import render_trees
 from generator.write import NotOurDirectory, pending_file, pending_tree

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator import emit, userdocs, versions
-from generator.build import bootstrap_objects, synced_objects
-from generator.build.argocd import KUSTOMIZATION_FILE
+from generator.builders import bootstrap_objects, synced_objects
+from generator.builders.argocd import KUSTOMIZATION_FILE
 from generator.inventory.models import Inventory
 
 Files = dict[str, bytes]

@@ -5,7 +5,7 @@ Pure: inventory -> Markdown text. Part of every render, so `render --check` keep
 
 from __future__ import annotations
 
-from generator.build.kueue import DEFAULT_LOCAL_QUEUE
+from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory.models import GpuClass, Inventory, flavor_name, runtime_name
 
 

@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/kubeflow_sdk.py and friends
 
-from generator.build import bootstrap_objects, synced_objects  # noqa: E402
+from generator.builders import bootstrap_objects, synced_objects  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
 
 INVENTORY = REPO / "gpu_classes.yaml"

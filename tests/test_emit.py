@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 
 from generator import emit
-from generator.build import bootstrap_objects, synced_objects
+from generator.builders import bootstrap_objects, synced_objects
 from generator.inventory import load_inventory_text
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -7,8 +7,8 @@ import re
 import yaml
 from conftest import REPO, of_kind
 
-from generator.build.argocd import REPO_SERVER_MAX_DIRECTORY_BYTES, SYNC_WAVE, directory_size_warning
-from generator.build.kueue import COVERED_RESOURCES
+from generator.builders.argocd import REPO_SERVER_MAX_DIRECTORY_BYTES, SYNC_WAVE, directory_size_warning
+from generator.builders.kueue import COVERED_RESOURCES
 
 POD_SPEC_PATH = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
 

@@ -36,7 +36,7 @@ from conftest import REPO, require_tool
 from kubeflow_sdk import train_job_from_sdk
 
 from generator import emit
-from generator.build import kyverno, trainer
+from generator.builders import kyverno, trainer
 from generator.inventory import load_inventory
 from generator.inventory.models import Inventory
 from generator.versions import pin

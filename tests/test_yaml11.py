@@ -12,7 +12,7 @@ from conftest import REPO
 from ruamel.yaml import YAML
 
 from generator import emit
-from generator.build import bootstrap_objects, synced_objects
+from generator.builders import bootstrap_objects, synced_objects
 from generator.tree import object_path
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.build import argocd, kueue, kyverno, rbac, trainer
+from generator.builders import argocd, kueue, kyverno, rbac, trainer
 from generator.inventory.models import Inventory
 
 

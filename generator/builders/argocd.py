@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.build.common import metadata
+from generator.builders.common import metadata
 from generator.inventory.models import Inventory
 
 API_VERSION = "argoproj.io/v1alpha1"

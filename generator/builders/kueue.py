@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.build.common import metadata
+from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts, allocated_pods, flavor_name
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"

@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.build.common import metadata
-from generator.build.kueue import DEFAULT_LOCAL_QUEUE
-from generator.build.trainer import API_VERSION as TRAINER_API_VERSION
+from generator.builders.common import metadata
+from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
+from generator.builders.trainer import API_VERSION as TRAINER_API_VERSION
 from generator.inventory.models import Inventory, runtime_name
 
 API_VERSION = "policies.kyverno.io/v1"

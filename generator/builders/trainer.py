@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.build.common import metadata
+from generator.builders.common import metadata
 from generator.inventory.models import GpuClass, Inventory, runtime_name
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"

@@ -146,7 +146,7 @@ def test_trainjob_without_queue_label_is_routed_to_gh200_of_its_group(flame, rep
     job = flame.started(created)  # Kueue's TrainJob controller unsuspends the admitted job
     assert job["spec"]["trainer"] == created["spec"]["trainer"], "admission must not touch what the SDK sent"
     # On admission Kueue writes the flavor's node labels into its runtimePatches entry; they must survive
-    # the (Trainer 2.3.0) CRD schema, i.e. not be pruned.
+    # the (pinned Trainer) CRD schema, i.e. not be pruned.
     assert kueue_runtime_patch_selectors(job) == {"node": CLASS_SELECTOR}
     flame.wait_cq_usage(A, "gh200", GPU, 1, 0)
 
