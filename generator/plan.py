@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from generator.inventory.quantity import parse_quantity
+from generator.naming import GPU_CLASS_ANNOTATION
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 Files = dict[str, bytes]
@@ -164,7 +165,7 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
                     risks.append(Risk(change.key, f"flavor removed that ClusterQueues used: {', '.join(users)}; "
                                                   "workloads admitted on it keep running until they finish"))
             if kind == "ClusterTrainingRuntime":
-                gpu_class = base[change.key]["metadata"].get("annotations", {}).get("gpugen/gpu-class", name)
+                gpu_class = base[change.key]["metadata"].get("annotations", {}).get(GPU_CLASS_ANNOTATION, name)
                 holders = sorted(k[2] for k, obj in base.items() if k[0] == "ClusterQueue"
                                  and _class_flavor(base, gpu_class) in _flavors_used(obj))
                 held = f" while groups held allocations on it: {', '.join(holders)}" if holders else ""
@@ -177,7 +178,7 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
 
 def _class_flavor(objects: dict[Key, dict], gpu_class: str) -> str:
     for (kind, _, name), obj in objects.items():
-        if kind == "ResourceFlavor" and obj["metadata"].get("annotations", {}).get("gpugen/gpu-class") == gpu_class:
+        if kind == "ResourceFlavor" and obj["metadata"].get("annotations", {}).get(GPU_CLASS_ANNOTATION) == gpu_class:
             return name
     return gpu_class
 

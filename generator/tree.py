@@ -10,7 +10,7 @@ from typing import Any
 
 from generator import emit, userdocs, versions
 from generator.builders import bootstrap_objects, synced_objects
-from generator.builders.argocd import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory.models import Inventory
 
 Files = dict[str, bytes]

@@ -6,7 +6,8 @@ Pure: inventory -> Markdown text. Part of every render, so `render --check` keep
 from __future__ import annotations
 
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
-from generator.inventory.models import GpuClass, Inventory, flavor_name, runtime_name
+from generator.inventory.models import GpuClass, Inventory
+from generator.naming import flavor_name, runtime_name
 
 
 def _class_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders.common import metadata
+from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory.models import Inventory
 
 API_VERSION = "argoproj.io/v1alpha1"
@@ -35,7 +36,6 @@ SYNC_WAVES = {
 # - it reads *.yaml/*.yml/*.json files and matches `exclude` (gobwas/glob) against paths relative to the
 #   synced path. The kustomization.yaml, kept for `kubectl apply -k` and review, must be excluded: it would
 #   otherwise become a resource of kind Kustomization, which no cluster serves, and fail the sync.
-KUSTOMIZATION_FILE = "kustomization.yaml"
 DIRECTORY_SOURCE = {"recurse": True, "exclude": KUSTOMIZATION_FILE}
 # Argo CD's repo server refuses a directory source whose manifests add up to more than this
 # (--max-combined-directory-manifests-size, reposerver.max.combined.directory.manifests.size; default 10M).

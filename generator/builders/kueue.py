@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders.common import metadata
-from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts, allocated_pods, flavor_name
+from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts
+from generator.naming import GPU_CLASS_ANNOTATION, allocated_pods, flavor_name
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 DEFAULT_LOCAL_QUEUE = "default"
@@ -29,7 +30,7 @@ def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) 
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceFlavor",
-        "metadata": metadata(inventory, flavor_name(class_name, gpu_class), annotations={"gpugen/gpu-class": class_name}),
+        "metadata": metadata(inventory, flavor_name(class_name, gpu_class), annotations={GPU_CLASS_ANNOTATION: class_name}),
         "spec": spec,
     }
 

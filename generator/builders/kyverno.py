@@ -29,7 +29,8 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.builders.trainer import API_VERSION as TRAINER_API_VERSION
-from generator.inventory.models import Inventory, runtime_name
+from generator.inventory.models import Inventory
+from generator.naming import runtime_name
 
 API_VERSION = "policies.kyverno.io/v1"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders.common import metadata
-from generator.inventory.models import GpuClass, Inventory, runtime_name
+from generator.inventory.models import GpuClass, Inventory
+from generator.naming import GPU_CLASS_ANNOTATION, runtime_name
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 NODE = "node"  # replicated job and container name the SDK and webhook look for
@@ -33,7 +34,7 @@ def cluster_training_runtime(inventory: Inventory, class_name: str, gpu_class: G
     }]
     # Memory-backed /dev/shm for PyTorch's data loader workers; bounded by the pod's memory limit.
     pod_spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
-    annotations = {"gpugen/gpu-class": class_name, "gpugen/arch": gpu_class.arch}
+    annotations = {GPU_CLASS_ANNOTATION: class_name, "gpugen/arch": gpu_class.arch}
     if gpu_class.description:
         annotations["gpugen/description"] = gpu_class.description
     return {

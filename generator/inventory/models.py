@@ -190,22 +190,6 @@ class Inventory(Strict):
     groups: dict[DnsSubdomain, Group] = Field(min_length=1)
 
 
-def flavor_name(name: str, gpu_class: GpuClass) -> str:
-    return gpu_class.flavor or name
-
-
-def runtime_name(class_name: str) -> str:
-    return f"torch-{class_name}"
-
-
-def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
-    """Pods quota: explicit, or the share of the class's pod slots that matches the GPU share."""
-    if allocation.pods is not None:
-        return allocation.pods
-    per_node = gpu_class.perNode
-    return allocation.gpus * per_node.pods // per_node.gpus
-
-
 def json_schema() -> dict:
     """The inventory's JSON Schema, for editors (yaml-language-server) and other tools."""
     schema = Inventory.model_json_schema()

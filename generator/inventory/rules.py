@@ -11,15 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 
-from generator.inventory.models import (
-    Allocation,
-    Inventory,
-    ResourceAmounts,
-    allocated_pods,
-    flavor_name,
-    runtime_name,
-)
+from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import format_total, parse_quantity
+from generator.naming import allocated_pods, flavor_name, runtime_name
 
 Finding = tuple[tuple[str | int, ...], str]
 

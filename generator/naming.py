@@ -1,0 +1,24 @@
+"""Names the platform derives from the inventory: one place for each, used by the rules, builders and docs."""
+
+from __future__ import annotations
+
+from generator.inventory.models import Allocation, GpuClass
+
+# Annotation on each ResourceFlavor naming the inventory class it serves (read back by `plan`).
+GPU_CLASS_ANNOTATION = "gpugen/gpu-class"
+
+
+def flavor_name(name: str, gpu_class: GpuClass) -> str:
+    return gpu_class.flavor or name
+
+
+def runtime_name(class_name: str) -> str:
+    return f"torch-{class_name}"
+
+
+def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
+    """Pods quota: explicit, or the share of the class's pod slots that matches the GPU share."""
+    if allocation.pods is not None:
+        return allocation.pods
+    per_node = gpu_class.perNode
+    return allocation.gpus * per_node.pods // per_node.gpus
