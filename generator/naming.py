@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generator.inventory.models import Allocation, GpuClass
+from generator.inventory.models import Allocation, GpuClass, Inventory
 
 # Annotation on each ResourceFlavor naming the inventory class it serves (read back by `plan`).
 GPU_CLASS_ANNOTATION = "gpugen/gpu-class"
@@ -22,3 +22,14 @@ def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
         return allocation.pods
     per_node = gpu_class.perNode
     return allocation.gpus * per_node.pods // per_node.gpus
+
+
+# Namespaces of the cluster itself: never a research namespace.
+SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+
+
+def platform_namespaces(inventory: Inventory) -> list[str]:
+    """Namespaces the platform's own controllers run in (installed or adopted): never a research namespace."""
+    components = inventory.cluster.components
+    return sorted({c.namespace for c in (components.kyverno, components.jobset, components.trainer, components.kueue)}
+                  | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace})

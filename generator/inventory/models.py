@@ -118,6 +118,32 @@ class Controllers(Strict):
     job: str = "system:serviceaccount:kube-system:job-controller"
 
 
+class Component(Strict):
+    """One upstream controller of the platform.
+
+    install: true renders an Argo CD Application installing its upstream Helm chart (bootstrap/).
+    install: false adopts a cluster that already runs it: set existing: true to declare that its CRDs and
+    webhooks are there, since the rendered tree needs them.
+    """
+
+    install: bool = True
+    existing: bool = False
+    namespace: DnsLabel
+
+
+class Components(Strict):
+    """The controllers the rendered tree needs, each in the namespace of its upstream installation.
+
+    JobSet goes beside Trainer in kubeflow-system, where Trainer's own chart would put it, so the controller
+    identities in `controllers` stay those of the upstream installation.
+    """
+
+    kyverno: Component = Component(namespace="kyverno")
+    jobset: Component = Component(namespace="kubeflow-system")
+    trainer: Component = Component(namespace="kubeflow-system")
+    kueue: Component = Component(namespace="kueue-system")
+
+
 class Cluster(Strict):
     name: DnsLabel
     gpuClassLabel: LabelKey
@@ -125,6 +151,7 @@ class Cluster(Strict):
     cacheEnv: dict[EnvName, str]
     gitops: GitOps
     controllers: Controllers = Controllers()
+    components: Components = Components()
 
 
 class Toleration(Strict):
