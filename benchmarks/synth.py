@@ -81,7 +81,6 @@ def cluster_section() -> dict:
             "path": "rendered",
             "applicationName": "national-training-platform",
             "applicationNamespace": "argocd",
-            "project": "default",
         },
     }
 

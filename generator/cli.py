@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from generator.builders.argocd import directory_size_warning
 from generator.inventory import InventoryInvalid, load_inventory
+from generator.layout import directory_size_warning
 from generator.tree import render_trees
-from generator.write import NotOurDirectory, pending_file, pending_tree
+from generator.write import (OutputRefused, apply_outputs, check_outputs_apart, describe_os_error, generated_by_us,
+                             output_lock, pending_file, pending_tree, remove_leftovers, resolve_output)
 
 EXIT_STALE = 1
 EXIT_INVALID = 2
@@ -75,26 +76,39 @@ def _render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path:
     warning = directory_size_warning(trees.synced)
     if warning:
         click.echo(f"warning: {warning}", err=True)
-    # Each output is read once; nothing is written until every output may be replaced.
-    outputs = [pending_tree(trees.synced, out_dir), pending_tree(trees.bootstrap, bootstrap_dir),
-               pending_file(trees.docs, docs_path)]
-    if check:
-        stale = [line for output in outputs for line in output.stale_lines()]
-        for line in stale:
-            click.echo(line)
-        if stale:
-            click.echo(f"Stale: run `make render` and commit the result ({len(stale)} file(s) differ).", err=True)
-            sys.exit(EXIT_STALE)
-        click.echo(f"Up to date: {out_dir}/, {bootstrap_dir}/ and {docs_path} match {inventory_path}.")
-        return
     try:
-        for output in outputs:
-            output.check_ours()
-        for output in outputs:
-            _report(output.label, output.apply(), output.count)
-    except NotOurDirectory as refused:
+        # Resolved first: a symlinked output is written through, never replaced by a directory.
+        out, boot, docs = (resolve_output(path) for path in (out_dir, bootstrap_dir, docs_path))
+        check_outputs_apart([out, boot], [docs], [resolve_output(inventory_path)])
+        # Read and write under one lock: a concurrent render of the same outputs waits, so neither sees the
+        # other's half-swapped state.
+        with output_lock([out, boot, docs], shared=check):
+            if not check:
+                for target in (out, boot, docs):
+                    remove_leftovers(target)  # what a killed render left behind
+            outputs = [pending_tree(trees.synced, out), pending_tree(trees.bootstrap, boot),
+                       pending_file(trees.docs, docs)]
+            if check:
+                _check(outputs, inventory_path, out_dir, bootstrap_dir, docs_path)
+                return
+            for output, changes in zip(outputs, apply_outputs(outputs)):
+                _report(output.label, changes, output.count)
+    except OutputRefused as refused:
         click.echo(f"error: {refused}", err=True)
         sys.exit(EXIT_INVALID)
+    except OSError as error:
+        click.echo(f"error: {describe_os_error(error)}; the outputs were left as they were.", err=True)
+        sys.exit(EXIT_INVALID)
+
+
+def _check(outputs, inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: Path) -> None:
+    stale = [line for output in outputs for line in output.stale_lines()]
+    for line in stale:
+        click.echo(line)
+    if stale:
+        click.echo(f"Stale: run `make render` and commit the result ({len(stale)} file(s) differ).", err=True)
+        sys.exit(EXIT_STALE)
+    click.echo(f"Up to date: {out_dir}/, {bootstrap_dir}/ and {docs_path} match {inventory_path}.")
 
 
 def _report(what: str, changes, total: int) -> None:
@@ -122,8 +136,14 @@ def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> 
     trees = _render_or_exit(inventory_path)
     try:
         base_files = files_at(base, out_dir)
-    except GitError as error:
-        click.echo(f"error: cannot read {out_dir}/ at {base}: {error}", err=True)
+    except (GitError, OSError, ValueError) as error:  # ValueError: --out outside the repository
+        click.echo(f"error: cannot read {out_dir}/ at {base}: {' '.join(str(error).split())}", err=True)
+        sys.exit(EXIT_INVALID)
+    foreign = sorted(path for path, content in base_files.items() if not generated_by_us(content))
+    if foreign:
+        listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+        click.echo(f"error: {out_dir}/ at {base} holds files gpugen did not write ({listed}): is --out the "
+                   "rendered tree?", err=True)
         sys.exit(EXIT_INVALID)
     result = make_plan(base_files, trees.synced)
     click.echo(format_markdown(result) if output_format == "markdown" else format_text(result), nl=False)

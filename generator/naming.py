@@ -6,6 +6,13 @@ from generator.inventory.models import Allocation, GpuClass, Inventory
 
 # Annotation on each ResourceFlavor naming the inventory class it serves (read back by `plan`).
 GPU_CLASS_ANNOTATION = "gpugen/gpu-class"
+# Label on each research Namespace and RoleBinding naming the inventory group it belongs to.
+RESEARCH_GROUP_LABEL = "gpugen/research-group"
+
+# Inventory resource field -> the Kubernetes resource name it is a quota of. The dict's order is the order
+# ClusterQueues cover them in (Kueue wants every flavor to list its resources in exactly that order).
+KUBERNETES_RESOURCE = {"cpu": "cpu", "memory": "memory", "gpus": "nvidia.com/gpu", "pods": "pods"}
+GPU_RESOURCE = KUBERNETES_RESOURCE["gpus"]
 
 
 def flavor_name(name: str, gpu_class: GpuClass) -> str:

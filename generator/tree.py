@@ -22,13 +22,14 @@ _FOLDERS = {
     "policies.kyverno.io": "kyverno",
     "rbac.authorization.k8s.io": "rbac",
     "argoproj.io": "argocd",
+    "": "core",
 }
 
 
 @dataclass(frozen=True)
 class RenderedTrees:
     synced: Files  # the tree Argo CD syncs (rendered/), with its kustomization.yaml
-    bootstrap: Files  # the Application, applied once (bootstrap/)
+    bootstrap: Files  # the app-of-apps (bootstrap/): root/ applied once by hand, platform/ synced by it
     docs: bytes  # the users' "Available runtimes" page (docs/runtimes.md)
 
 
@@ -60,8 +61,14 @@ def kustomization(resources: list[str], source: str) -> bytes:
     return text.encode("utf-8")
 
 
+def _bootstrap_files(inventory: Inventory, source: str) -> Files:
+    files = {f"{folder}/{path}": content for folder, objects in bootstrap_objects(inventory).items()
+             for path, content in _files(objects, source).items()}
+    return dict(sorted(files.items()))
+
+
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     synced = _files(synced_objects(inventory), source)
     synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
-    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=_files(bootstrap_objects(inventory), source),
+    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=_bootstrap_files(inventory, source),
                          docs=userdocs.runtimes_page(inventory, source).encode("utf-8"))

@@ -11,6 +11,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/kubeflow_sdk.py and friends
+# tests/platform holds plain modules (charts, argo_sync, ...) imported by name. It has no __init__.py on purpose:
+# a package named `platform` would shadow the standard library's.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "platform"))
 
 from generator.builders import bootstrap_objects, synced_objects  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
@@ -41,7 +44,16 @@ def flame_objects(flame):
 
 @pytest.fixture(scope="session")
 def flame_bootstrap(flame):
+    """bootstrap/ by folder: {"root": [...], "platform": [...]}."""
     return bootstrap_objects(flame)
+
+
+@pytest.fixture(scope="session")
+def gpugen_application(flame, flame_bootstrap):
+    """The Application that syncs rendered/."""
+    (app,) = [o for o in flame_bootstrap["platform"]
+              if o["kind"] == "Application" and o["metadata"]["name"] == flame.cluster.gitops.applicationName]
+    return app
 
 
 def of_kind(objects, kind):

@@ -30,7 +30,7 @@ def direct_or_none(obj):
 
 
 def rendered_objects(inventory):
-    return synced_objects(inventory) + bootstrap_objects(inventory)
+    return synced_objects(inventory) + [o for objs in bootstrap_objects(inventory).values() for o in objs]
 
 
 @pytest.mark.parametrize("source", ["flame", "synthetic"])

@@ -100,6 +100,29 @@ CASES = [
          "lendingLimit", "groups.vision-lab.allocations.gh200.lendingLimit.gpus", r"more than the nominal"),
     Case("default-nodes-exceed-class", [("    numNodes: 1", "    numNodes: 3")], "numNodes: 3",
          "classes.gh200.numNodes", r"exceeds the class's 2 nodes"),
+    # Research groups' access and namespaces (issue 11).
+    Case("identity-in-two-groups", [("        - oidc:nlp-lab\n", "        - oidc:vision-lab\n")], "- oidc:vision-lab",
+         "groups.nlp-lab.identities.groups[0]", r"'oidc:vision-lab' already belongs to group 'vision-lab'",
+         occurrence=2),
+    Case("user-in-two-groups",
+         [("        - oidc:vision-lab\n", "        - oidc:vision-lab\n      users: [alice@example.org]\n"),
+          ("        - oidc:nlp-lab\n", "        - oidc:nlp-lab\n      users: [bob@example.org, alice@example.org]\n")],
+         "alice@example.org", "groups.nlp-lab.identities.users[1]", r"user 'alice@example.org' already belongs to group 'vision-lab'",
+         occurrence=2),
+    Case("identity-listed-twice", [("        - oidc:nlp-lab\n", "        - oidc:nlp-lab\n        - oidc:nlp-lab\n")],
+         "- oidc:nlp-lab", "groups.nlp-lab.identities.groups[1]", r"listed twice", occurrence=2),
+    Case("kubernetes-identity-as-member", [("        - oidc:vision-lab\n", "        - system:authenticated\n")],
+         "system:authenticated", "groups.vision-lab.identities.groups[0]", r"Kubernetes' own identities"),
+    Case("research-namespace-kube-system", [("namespaces: [vision-lab]", "namespaces: [kube-system]")], "kube-system",
+         "groups.vision-lab.namespaces[0]", r"'kube-system' belongs to the platform"),
+    Case("research-namespace-of-kueue", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, kueue-system]")], "kueue-system",
+         "groups.nlp-lab.namespaces[1]", r"'kueue-system' belongs to the platform"),
+    Case("research-namespace-of-argo-cd", [("namespaces: [vision-lab]", "namespaces: [argocd]")], "[argocd]",
+         "groups.vision-lab.namespaces[0]", r"'argocd' belongs to the platform"),
+    # platform_namespaces follows the inventory: Kueue moved into a namespace a group also lists.
+    Case("research-namespace-of-a-moved-component",
+         [("  gitops:\n", "  components:\n    kueue:\n      namespace: nlp-lab-teaching\n  gitops:\n")],
+         "nlp-lab-teaching]", "groups.nlp-lab.namespaces[1]", r"'nlp-lab-teaching' belongs to the platform"),
 ]
 
 

@@ -7,7 +7,8 @@ import re
 import yaml
 from conftest import REPO, of_kind
 
-from generator.builders.argocd import REPO_SERVER_MAX_DIRECTORY_BYTES, SYNC_WAVE, directory_size_warning
+from generator.builders.argocd import SYNC_WAVE
+from generator.layout import REPO_SERVER_MAX_DIRECTORY_BYTES, directory_size_warning
 from generator.builders.kueue import COVERED_RESOURCES
 
 POD_SPEC_PATH = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
@@ -112,7 +113,7 @@ def test_two_node_job_fits_the_cohort_when_the_other_group_is_idle(flame):
 
 
 def test_rbac_lets_every_authenticated_user_read_runtimes(flame_objects):
-    (role,) = of_kind(flame_objects, "ClusterRole")
+    (role,) = [r for r in of_kind(flame_objects, "ClusterRole") if r["metadata"]["name"] == "training-runtime-reader"]
     (binding,) = of_kind(flame_objects, "ClusterRoleBinding")
     (rule,) = role["rules"]
     assert rule == {"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes"],
@@ -131,19 +132,19 @@ def test_sync_waves_order_flavors_then_queues_then_local_queues(flame_objects):
     assert max(wave["ClusterTrainingRuntime"]) <= min(wave["ResourceFlavor"])
 
 
-def test_application_syncs_the_rendered_path_with_prune_self_heal_and_ssa(flame, flame_bootstrap):
-    (app,) = flame_bootstrap
+def test_application_syncs_the_rendered_path_with_prune_self_heal_and_ssa(flame, gpugen_application):
+    app = gpugen_application
     policy = app["spec"]["syncPolicy"]
     assert policy["automated"] == {"prune": True, "selfHeal": True}
     assert {"ServerSideApply=true", "SkipDryRunOnMissingResource=true"} <= set(policy["syncOptions"])
     assert app["spec"]["source"]["path"] == flame.cluster.gitops.path == "rendered"
 
 
-def test_argo_cd_reads_the_tree_as_plain_manifests_without_the_kustomization(flame_bootstrap):
+def test_argo_cd_reads_the_tree_as_plain_manifests_without_the_kustomization(gpugen_application):
     """What Argo CD v3.6's directory source reads (reposerver/repository/repository.go: files matching
     ^.*\\.(yaml|yml|json|jsonnet)$ under the path, `exclude` matched against paths relative to it) is exactly the
     object files the kustomization lists: the same objects with or without kustomize."""
-    (app,) = flame_bootstrap
+    app = gpugen_application
     directory = app["spec"]["source"]["directory"]
     assert directory["recurse"] is True  # objects sit in <api>/<kind>/ folders
     exclude = directory["exclude"]

@@ -40,7 +40,7 @@ def same_types(a, b, path="") -> list[str]:
 
 def test_every_rendered_file_reads_back_as_the_built_object(flame):
     built = {f"rendered/{object_path(o)}": o for o in synced_objects(flame)}
-    built |= {f"bootstrap/{object_path(o)}": o for o in bootstrap_objects(flame)}
+    built |= {f"bootstrap/{folder}/{object_path(o)}": o for folder, objs in bootstrap_objects(flame).items() for o in objs}
     on_disk = {p.relative_to(REPO).as_posix(): p for d in ("rendered", "bootstrap") for p in (REPO / d).rglob("*.yaml")
                if p.name != "kustomization.yaml"}
     assert set(on_disk) == set(built)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.builders import argocd, kueue, kyverno, rbac, trainer
+from generator.builders import argocd, core, kueue, kyverno, platform, rbac, trainer
 from generator.inventory.models import Inventory
 
 
 def synced_objects(inventory: Inventory) -> list[dict[str, Any]]:
     """Everything Argo CD syncs from the rendered tree, each with its sync wave."""
     objects = [
+        *core.namespaces(inventory),
         *trainer.runtimes(inventory),
         *kueue.resource_flavors(inventory),
         *kueue.cluster_queues(inventory),
@@ -21,6 +22,6 @@ def synced_objects(inventory: Inventory) -> list[dict[str, Any]]:
     return [argocd.with_sync_wave(obj) for obj in objects]
 
 
-def bootstrap_objects(inventory: Inventory) -> list[dict[str, Any]]:
-    """Applied once by hand (kubectl apply -f bootstrap/): the Application that syncs the rest."""
-    return [argocd.application(inventory)]
+def bootstrap_objects(inventory: Inventory) -> dict[str, list[dict[str, Any]]]:
+    """bootstrap/ by folder: root/ is applied once by hand and syncs platform/ (the components, then gpugen)."""
+    return {"root": platform.root_objects(inventory), "platform": platform.platform_objects(inventory)}

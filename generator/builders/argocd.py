@@ -1,7 +1,8 @@
-"""Argo CD (argoproj.io/v1alpha1): the bootstrap Application, and the sync waves of everything it syncs.
+"""Argo CD (argoproj.io/v1alpha1): Applications of directories in this repository, and the sync waves of
+everything the gpugen Application syncs. The platform's app-of-apps is assembled in builders/platform.py.
 
-The Application lives outside the synced path (it is applied once, by hand or by an app-of-apps), so a bad
-render can never delete the Application that would repair it.
+The Applications live outside the synced path (bootstrap/), so a bad render can never delete the Application that
+would repair it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from generator.inventory.models import Inventory
 API_VERSION = "argoproj.io/v1alpha1"
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 # Guardrails first; flavors before the ClusterQueues that name them, ClusterQueues before their LocalQueues.
-# Pruning runs from high wave to low, so queues go before the flavors they hold a finalizer on.
+# Pruning: see SYNCED_TREE_OPTIONS (PruneLast).
 SYNC_WAVES = {
+    "Namespace": "-2",  # before everything that lives in one
     "ValidatingPolicy": "-1",
     "MutatingPolicy": "-1",
     "ClusterRole": "0",
     "ClusterRoleBinding": "0",
+    "RoleBinding": "0",
     "ClusterTrainingRuntime": "0",
     "ResourceFlavor": "1",
     "ClusterQueue": "2",
@@ -36,21 +39,6 @@ SYNC_WAVES = {
 # - it reads *.yaml/*.yml/*.json files and matches `exclude` (gobwas/glob) against paths relative to the
 #   synced path. The kustomization.yaml, kept for `kubectl apply -k` and review, must be excluded: it would
 #   otherwise become a resource of kind Kustomization, which no cluster serves, and fail the sync.
-DIRECTORY_SOURCE = {"recurse": True, "exclude": KUSTOMIZATION_FILE}
-# Argo CD's repo server refuses a directory source whose manifests add up to more than this
-# (--max-combined-directory-manifests-size, reposerver.max.combined.directory.manifests.size; default 10M).
-REPO_SERVER_MAX_DIRECTORY_BYTES = 10_000_000
-
-
-def directory_size_warning(synced_files: dict[str, bytes]) -> str | None:
-    """A warning when the manifests Argo CD reads exceed its repo server's default limit, else None."""
-    total = sum(len(content) for path, content in synced_files.items() if path != KUSTOMIZATION_FILE)
-    if total <= REPO_SERVER_MAX_DIRECTORY_BYTES:
-        return None
-    return (f"the synced manifests add up to {total:,} bytes, over the {REPO_SERVER_MAX_DIRECTORY_BYTES:,} bytes "
-            "Argo CD's repo server reads from a directory source by default: raise "
-            "reposerver.max.combined.directory.manifests.size in argocd-cmd-params-cm (e.g. to 50M) and restart "
-            "the repo server")
 
 
 def with_sync_wave(obj: dict[str, Any]) -> dict[str, Any]:
@@ -60,23 +48,40 @@ def with_sync_wave(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": {**obj["metadata"], "annotations": dict(sorted(annotations.items()))}}
 
 
-def application(inventory: Inventory) -> dict[str, Any]:
+IN_CLUSTER = "https://kubernetes.default.svc"
+RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}}
+# Options of the Application that syncs rendered/:
+# - ServerSideApply: merges with the fields Kueue and Trainer controllers own;
+# - SkipDryRunOnMissingResource: the runtime, queue and policy CRDs come from the component Applications;
+# - PruneLast: every prune runs after every wave has been applied (gitops-engine sync_context.go gives prune
+#   tasks of PruneLast the wave after the last one). Without it, removing a GPU class prunes its ResourceFlavor
+#   in the flavor's wave while the ClusterQueue update that drops the flavor waits in a later wave: Kueue's
+#   resource-in-use finalizer holds the flavor, the sync waits for the deletion forever and never fails.
+#   With it, the ClusterQueues stop naming the flavor first, and Kueue releases it at once. A removed
+#   ClusterQueue is still held while workloads reserve quota in it: `plan` names such changes.
+SYNCED_TREE_OPTIONS = ["PruneLast=true", "ServerSideApply=true", "SkipDryRunOnMissingResource=true"]
+
+
+def directory_application(inventory: Inventory, name: str, project: str, path: str, exclude: str | None,
+                          synced_tree: bool = False) -> dict[str, Any]:
+    """An Application syncing a directory of this repository (recursively), pruning and self-healing."""
     gitops = inventory.cluster.gitops
+    directory: dict[str, Any] = {"recurse": True}
+    if exclude:
+        directory["exclude"] = exclude
     return {
         "apiVersion": API_VERSION,
         "kind": "Application",
-        "metadata": metadata(inventory, gitops.applicationName, namespace=gitops.applicationNamespace),
+        "metadata": metadata(inventory, name, namespace=gitops.applicationNamespace),
         "spec": {
-            "project": gitops.project,
-            "source": {"repoURL": gitops.repoURL, "targetRevision": gitops.targetRevision, "path": gitops.path,
-                       "directory": DIRECTORY_SOURCE},
-            "destination": {"server": "https://kubernetes.default.svc"},
+            "project": project,
+            "source": {"repoURL": gitops.repoURL, "targetRevision": gitops.targetRevision, "path": path,
+                       "directory": directory},
+            "destination": {"server": IN_CLUSTER},
             "syncPolicy": {
                 "automated": {"prune": True, "selfHeal": True},
-                # Server-side apply merges with the fields Kueue and Trainer controllers own; the runtime and
-                # queue CRDs may be installed by another Application, hence no client dry-run on missing kinds.
-                "syncOptions": ["ServerSideApply=true", "SkipDryRunOnMissingResource=true"],
-                "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
+                "syncOptions": SYNCED_TREE_OPTIONS if synced_tree else ["ServerSideApply=true"],
+                "retry": RETRY,
             },
         },
     }

@@ -12,14 +12,13 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts
-from generator.naming import GPU_CLASS_ANNOTATION, allocated_pods, flavor_name
+from generator.naming import GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, allocated_pods, flavor_name
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 DEFAULT_LOCAL_QUEUE = "default"
 # One resource group; `pods` guarantees every pod set gets a flavor even when it asks for no GPU.
 # Each flavor must list its resources in exactly this order (Kueue webhook rule).
-COVERED_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
-_INVENTORY_FIELD = {"cpu": "cpu", "memory": "memory", "nvidia.com/gpu": "gpus", "pods": "pods"}
+COVERED_RESOURCES = tuple(KUBERNETES_RESOURCE.values())
 
 
 def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) -> dict[str, Any]:
@@ -36,18 +35,13 @@ def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) 
 
 
 def _flavor_resources(allocation: Allocation, gpu_class: GpuClass) -> list[dict[str, Any]]:
-    nominal = {
-        "cpu": str(allocation.cpu),
-        "memory": str(allocation.memory),
-        "nvidia.com/gpu": str(allocation.gpus),
-        "pods": str(allocated_pods(allocation, gpu_class)),
-    }
     resources = []
-    for resource in COVERED_RESOURCES:
-        entry: dict[str, Any] = {"name": resource, "nominalQuota": nominal[resource]}
+    for field, resource in KUBERNETES_RESOURCE.items():
+        nominal = allocated_pods(allocation, gpu_class) if field == "pods" else getattr(allocation, field)
+        entry: dict[str, Any] = {"name": resource, "nominalQuota": str(nominal)}
         for kind in ("borrowingLimit", "lendingLimit"):
             limits: ResourceAmounts | None = getattr(allocation, kind)
-            value = getattr(limits, _INVENTORY_FIELD[resource]) if limits else None
+            value = getattr(limits, field) if limits else None
             if value is not None:
                 entry[kind] = str(value)
         resources.append(entry)
@@ -106,3 +100,48 @@ def cluster_queues(inventory: Inventory) -> list[dict[str, Any]]:
 def local_queues(inventory: Inventory) -> list[dict[str, Any]]:
     return [local_queue(inventory, name, namespace)
             for name, group in sorted(inventory.groups.items()) for namespace in sorted(group.namespaces)]
+
+
+# Kueue's manager Configuration (config.kueue.x-k8s.io/v1beta2), rendered into the Kueue Application's Helm
+# values. The chart's stock configuration enables the pod, deployment, statefulset and LeaderWorkerSet
+# integrations: with a `default` LocalQueue in a research namespace, every notebook pod or Deployment there would
+# be queued and pinned to a GPU flavor. Only the job kinds the platform runs are enabled:
+# - batch/job: plain Jobs share the group's quota;
+# - trainer.kubeflow.org/trainjob: the TrainJob is the workload;
+# - jobset.x-k8s.io/jobset: a TrainJob's JobSet and that JobSet's Jobs must be recognised as owned by a
+#   Kueue-managed parent. Kueue skips queue-name defaulting only for a job whose controller owner is of an
+#   ENABLED integration (jobframework.IsOwnerManagedByKueueForObject); without this one, the Jobs of an admitted
+#   TrainJob's JobSet would get the `default` queue label and be queued a second time.
+KUEUE_INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
+CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
+
+
+def research_namespaces(inventory: Inventory) -> list[str]:
+    return sorted(ns for group in inventory.groups.values() for ns in group.namespaces)
+
+
+def manager_configuration(inventory: Inventory) -> dict[str, Any]:
+    """Kueue's Configuration: the chart's defaults for serving and leader election, the platform's job policy."""
+    kueue = inventory.cluster.components.kueue
+    return {
+        "apiVersion": CONFIG_API_VERSION,
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "clientConnection": {"qps": 300, "burst": 500},
+        # Queue names come from the `default` LocalQueue of each research namespace; a job anywhere else, or one
+        # without a queue where no `default` LocalQueue exists, is not Kueue's business.
+        "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": research_namespaces(inventory)}]},
+        # A job whose pods cannot start (image pull, missing claim) gives its quota back after the timeout and is
+        # requeued with backoff, instead of holding GPUs it does not use.
+        "waitForPodsReady": {
+            "timeout": kueue.podsReadyTimeout,
+            "blockAdmission": False,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
+        },
+        "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
+    }

@@ -30,10 +30,9 @@ from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.builders.trainer import API_VERSION as TRAINER_API_VERSION
 from generator.inventory.models import Inventory
-from generator.naming import runtime_name
+from generator.naming import GPU_RESOURCE, runtime_name
 
 API_VERSION = "policies.kyverno.io/v1"
-GPU_RESOURCE = "nvidia.com/gpu"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # The runtimePatches entry Kueue writes on admission. Only used to tell Kueue's entry from the user's:
 # the string is user-settable, so the exemption itself is by request.userInfo.username alone.

@@ -1,7 +1,10 @@
-"""RBAC (rbac.authorization.k8s.io/v1): every authenticated user may read the ClusterTrainingRuntimes.
+"""RBAC (rbac.authorization.k8s.io/v1): what every user and what each research group may do.
 
-The seed page tells users to run `kubectl get clustertrainingruntimes` and `TrainerClient().list_runtimes()`;
-both need cluster-scoped get/list/watch.
+- Every authenticated user may read the ClusterTrainingRuntimes: the seed page tells users to run
+  `kubectl get clustertrainingruntimes` and `TrainerClient().list_runtimes()`.
+- In each research namespace, the group's identities are bound to one researcher ClusterRole. Nothing here
+  grants create on TrainingRuntimes or ClusterTrainingRuntimes: only platform admins (cluster-admin) make
+  runtimes, because a namespaced runtime named like a cluster runtime shadows it in the SDK's list_runtimes().
 """
 
 from __future__ import annotations
@@ -9,10 +12,28 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders.common import metadata
-from generator.inventory.models import Inventory
+from generator.inventory.models import Group, Inventory
+from generator.naming import RESEARCH_GROUP_LABEL
 
 API_VERSION = "rbac.authorization.k8s.io/v1"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 RUNTIME_READER = "training-runtime-reader"
+RESEARCHER = "researcher"
+
+READ = ["get", "list", "watch"]
+# Exactly what a researcher needs, and nothing more (issue 11):
+RESEARCHER_RULES = [
+    # Submit, follow and cancel their jobs; no update or patch (placement and queue are the platform's).
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
+     "verbs": ["create", "get", "list", "watch", "delete"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
+    # kubeflow 0.5's list_runtimes() and train(runtime=...) read namespaced runtimes first and raise on 403.
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainingruntimes"], "verbs": READ},
+    # Their place in the queue.
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": READ},
+    # Pods, their logs and events, for the SDK's get_job(), get_job_logs() and get_job_events().
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": READ},
+]
 
 
 def runtime_reader_role(inventory: Inventory) -> dict[str, Any]:
@@ -23,7 +44,7 @@ def runtime_reader_role(inventory: Inventory) -> dict[str, Any]:
         "rules": [{
             "apiGroups": ["trainer.kubeflow.org"],
             "resources": ["clustertrainingruntimes"],
-            "verbs": ["get", "list", "watch"],
+            "verbs": READ,
         }],
     }
 
@@ -33,10 +54,46 @@ def runtime_reader_binding(inventory: Inventory) -> dict[str, Any]:
         "apiVersion": API_VERSION,
         "kind": "ClusterRoleBinding",
         "metadata": metadata(inventory, RUNTIME_READER),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RUNTIME_READER},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": RUNTIME_READER},
+        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": "system:authenticated"}],
     }
 
 
+def researcher_role(inventory: Inventory) -> dict[str, Any]:
+    """One ClusterRole for all groups; RoleBindings confine it to each group's namespaces."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterRole",
+        "metadata": metadata(inventory, RESEARCHER),
+        "rules": RESEARCHER_RULES,
+    }
+
+
+def researcher_subjects(group: Group) -> list[dict[str, str]]:
+    return ([{"apiGroup": RBAC_GROUP, "kind": "Group", "name": name} for name in group.identities.groups]
+            + [{"apiGroup": RBAC_GROUP, "kind": "User", "name": name} for name in group.identities.users])
+
+
+def researcher_bindings(inventory: Inventory) -> list[dict[str, Any]]:
+    """Per research namespace, the group's identities bound to the researcher role; none for a group
+    without identities (only platform admins act there)."""
+    bindings = []
+    for group_name, group in inventory.groups.items():
+        subjects = researcher_subjects(group)
+        if not subjects:
+            continue
+        for namespace in group.namespaces:
+            bindings.append({
+                "apiVersion": API_VERSION,
+                "kind": "RoleBinding",
+                "metadata": metadata(inventory, RESEARCHER, namespace=namespace,
+                                     labels={RESEARCH_GROUP_LABEL: group_name}),
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": RESEARCHER},
+                "subjects": subjects,
+            })
+    return bindings
+
+
 def rbac(inventory: Inventory) -> list[dict[str, Any]]:
-    return [runtime_reader_role(inventory), runtime_reader_binding(inventory)]
+    return [runtime_reader_role(inventory), runtime_reader_binding(inventory), researcher_role(inventory),
+            *researcher_bindings(inventory)]

@@ -4,11 +4,21 @@ The file is read as YAML 1.1, the dialect Kubernetes reads manifests in, so a va
 mean in a manifest (`yes` is a boolean, `0777` an octal number). PyYAML's C parser is fast at national
 scale (thousands of groups) and its node graph keeps the position of every key; pydantic's error locations
 are mapped back to those positions. (ruamel.yaml, much slower, is used only to edit the file in place.)
+
+Reading is bounded whatever the input: at most MAX_INPUT_BYTES are read (an endless /dev/zero is refused, not
+loaded), the text must be UTF-8 made of characters YAML allows, and the parser's event stream is checked
+before any node is built for nesting depth, recursive aliases and the number of nodes the document expands
+to once aliases are followed (an alias bomb is refused at the alias that crosses the budget). Every string
+is then checked generically, whatever field it is in: no control characters or line breaks (only a
+`description` may span lines) and a length cap.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +29,17 @@ import yaml
 from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
 
+# The national-scale inventory (64 classes x 2,000 groups x 3 namespaces) is 0.8 MB and 85,000 YAML events;
+# these bounds leave it room to grow several times while keeping any input within 500 MB and 20 s
+# (benchmarks/hostile.py measures that).
+MAX_INPUT_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 32  # nested mappings and sequences, aliases followed; the schema itself needs 6
+MAX_NODES = 400_000  # scalars, mappings and sequences, every alias counted as the nodes it stands for
+MAX_STRING = 4096  # characters in any single-line string (keys included)
+MAX_TEXT = 65_536  # characters in a multi-line field (descriptions), far below Kubernetes' 256 KiB of annotations
+MULTILINE_FIELDS = frozenset({"description"})
+
+Loc = tuple[str | int, ...]
 Loc = tuple[str | int, ...]
 
 
@@ -33,6 +54,8 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
+        if self.line == 0:  # about the rendered output, not a place in the file
+            return f"{self.path}: {self.field}: {self.reason}"
         return f"{self.path}:{self.line}:{self.column}: {self.field}: {self.reason}"
 
 
@@ -62,7 +85,8 @@ class _Positions:
         if isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 key = _key(key_node, self._loader)
-                self._at.setdefault(loc + (key,), (key_node.start_mark.line + 1, key_node.start_mark.column + 1))
+                # Assigned, not setdefault: after a merge (`<<: *std`) the explicit key that overrides comes last.
+                self._at[loc + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 self._record(value_node, loc + (key,))
         elif isinstance(node, yaml.SequenceNode):
             for index, item_node in enumerate(node.value):
@@ -77,48 +101,159 @@ class _Positions:
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _where(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+class _DocumentError(Exception):
+    def __init__(self, where: tuple[int, int], reason: str, field: str = "(document)"):
+        super().__init__(reason)
+        self.where, self.reason, self.field = where, reason, field
 
 
 def _scalar(node: yaml.Node, loader: "_InventoryLoader") -> Any:
     # Most scalars are strings; PyYAML's construct_object would only hand back node.value, more slowly.
     if node.tag == _STR_TAG and type(node) is yaml.ScalarNode:
         return node.value
-    return loader.construct_object(node, deep=True)
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.MarkedYAMLError:
+        raise
+    except (ValueError, OverflowError, TypeError) as exc:  # e.g. an int of 5,000 digits, a 13th month
+        raise _DocumentError(_where(node), f"YAML: cannot read {node.value!r:.60}: {exc}") from None
 
 
 def _key(key_node: yaml.Node, loader: "_InventoryLoader") -> Any:
-    key = _scalar(key_node, loader)
+    key = _scalar(key_node, loader) if type(key_node) is yaml.ScalarNode else None
     if not isinstance(key, (str, int, float, bool)) or key is None:
-        raise _DocumentError((key_node.start_mark.line + 1, key_node.start_mark.column + 1),
-                             f"mapping key {key!r} must be a scalar")
+        raise _DocumentError(_where(key_node), f"YAML: mapping key {key!r} must be a scalar")
     return key
 
 
-def _document(node: yaml.Node | None, loader: "_InventoryLoader") -> Any:
+# Control characters, DEL, C1 controls and Unicode line/paragraph separators: invisible in review, refused by
+# the API server or silently different from what was meant. \t and \n are allowed only in multi-line fields.
+_NOT_ON_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NOT_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _check_string(text: str, multiline: bool, node: yaml.Node, loc: Loc, what: str = "value") -> None:
+    limit, forbidden = (MAX_TEXT, _NOT_IN_TEXT) if multiline else (MAX_STRING, _NOT_ON_ONE_LINE)
+    if len(text) > limit:
+        raise _DocumentError(_where(node), f"{what} is {len(text):,} characters long; at most {limit:,} are "
+                                           "allowed here", field_path(loc))
+    bad = forbidden.search(text)
+    if bad:
+        char = bad.group()
+        name = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab"}.get(char, f"character U+{ord(char):04X}")
+        where = "at its end" if bad.start() == len(text) - 1 else f"at character {bad.start() + 1}"
+        allowed = " (only a description may span lines)" if char in "\n\t" else ""
+        raise _DocumentError(_where(node), f"{what} {text[:40]!r}{'...' if len(text) > 40 else ''} holds "
+                                           f"{name} {where}{allowed}", field_path(loc))
+
+
+class _Builder:
     """Plain dicts, lists and scalars from the node graph, refusing duplicate keys (PyYAML itself keeps the
-    last one silently)."""
-    kind = type(node)
-    if kind is yaml.MappingNode:
-        loader.flatten_mapping(node)  # resolves `<<` merge keys
+    last one silently) and checking every string. A merge key's (`<<: *std`) entries may be overridden by the
+    mapping's own keys, as YAML 1.1 says; two explicit keys are a duplicate."""
+
+    def __init__(self, loader: "_InventoryLoader") -> None:
+        self.loader = loader
+        self.merged: dict[int, int] = {}  # id(mapping node) -> how many leading pairs came from merge keys
+
+    def build(self, node: yaml.Node | None, loc: Loc = ()) -> Any:
+        kind = type(node)
+        if kind is yaml.MappingNode:
+            return self._mapping(node, loc)
+        if kind is yaml.SequenceNode:
+            return [self.build(item_node, loc + (index,)) for index, item_node in enumerate(node.value)]
+        if node is None:
+            return None
+        value = _scalar(node, self.loader)
+        if type(value) is str:
+            last = next((part for part in reversed(loc) if isinstance(part, str)), None)
+            _check_string(value, last in MULTILINE_FIELDS, node, loc)
+        return value
+
+    def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict[Any, Any]:
+        merged = self.merged.get(id(node))
+        if merged is None:  # flatten once: a mapping reached again through an alias is already flat
+            explicit = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
+            self.loader.flatten_mapping(node)  # resolves `<<` merge keys: merged pairs first, then explicit ones
+            merged = self.merged[id(node)] = len(node.value) - explicit
         result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = _key(key_node, loader)
-            if key in result:
-                first = next(k for k, _ in node.value if _key(k, loader) == key)
-                raise _DocumentError((key_node.start_mark.line + 1, key_node.start_mark.column + 1),
-                                     f"duplicate key {key!r} (first at line {first.start_mark.line + 1}; each key "
-                                     "may appear once in a mapping)")
-            result[key] = _document(value_node, loader)
+        explicit_at: dict[Any, yaml.Node] = {}
+        for index, (key_node, value_node) in enumerate(node.value):
+            key = _key(key_node, self.loader)
+            if type(key) is str:
+                _check_string(key, False, key_node, loc, what="key")
+            if index >= merged:
+                first = explicit_at.get(key)
+                if first is not None:
+                    raise _DocumentError(_where(key_node), f"YAML: duplicate key {key!r} (first at line "
+                                         f"{first.start_mark.line + 1}; each key may appear once in a mapping)")
+                explicit_at[key] = key_node
+            result[key] = self.build(value_node, loc + (key,))
         return result
-    if kind is yaml.SequenceNode:
-        return [_document(item_node, loader) for item_node in node.value]
-    return None if node is None else _scalar(node, loader)
 
 
-class _DocumentError(Exception):
-    def __init__(self, where: tuple[int, int], reason: str):
-        super().__init__(reason)
-        self.where, self.reason = where, reason
+_EVENT_NODE_KINDS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
+
+
+def _check_shape(loader: "_InventoryLoader") -> None:
+    """Walk the parser's events (no nodes are built, memory stays flat) and refuse, at the event where it
+    happens: nesting deeper than MAX_DEPTH, an alias to a node that contains it (recursion), and a document
+    that expands to more than MAX_NODES once every alias stands for its anchor's nodes (alias bombs)."""
+    anchors: dict[str, tuple[int, int] | None] = {}  # anchor -> (expanded nodes, height); None while open
+    open_nodes: list[list[Any]] = []  # [expanded nodes so far, height below, anchor] per open collection
+    total = 0
+    while not loader.check_event(yaml.StreamEndEvent):
+        event = loader.get_event()
+        kind = type(event)
+        if kind is yaml.ScalarEvent or kind is yaml.AliasEvent:
+            if kind is yaml.AliasEvent:
+                if event.anchor not in anchors:
+                    continue  # undefined: the composer reports it with its position
+                found = anchors[event.anchor]
+                if found is None:
+                    raise _DocumentError(_where(event), f"YAML: alias *{event.anchor} refers to a node that "
+                                                        "contains it (a recursive structure)")
+                size, height = found
+            else:
+                size, height = 1, 0
+                if event.anchor is not None:
+                    anchors[event.anchor] = (1, 0)
+            if len(open_nodes) + height > MAX_DEPTH:
+                raise _DocumentError(_where(event), f"YAML: nested more than {MAX_DEPTH} levels deep"
+                                     + (f" once alias *{event.anchor} is followed" if kind is yaml.AliasEvent else ""))
+            total += size
+            if total > MAX_NODES:
+                raise _DocumentError(_where(event), f"YAML: the document expands to more than {MAX_NODES:,} "
+                                     "nodes" + (f" once alias *{event.anchor} is followed (an alias bomb?)"
+                                                if kind is yaml.AliasEvent else ""))
+            if open_nodes:
+                parent = open_nodes[-1]
+                parent[0] += size
+                parent[1] = max(parent[1], height + 1)
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            if len(open_nodes) >= MAX_DEPTH:
+                raise _DocumentError(_where(event), f"YAML: nested more than {MAX_DEPTH} levels deep")
+            total += 1
+            if total > MAX_NODES:
+                raise _DocumentError(_where(event), f"YAML: the document has more than {MAX_NODES:,} nodes")
+            if event.anchor is not None:
+                anchors[event.anchor] = None
+            open_nodes.append([1, 0, event.anchor])
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            size, height, anchor = open_nodes.pop()
+            if anchor is not None:
+                anchors[anchor] = (size, height)
+            if open_nodes:
+                parent = open_nodes[-1]
+                parent[0] += size
+                parent[1] = max(parent[1], height + 1)
 
 
 class _InventoryLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]

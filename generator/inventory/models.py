@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from generator.inventory.quantity import parse_quantity
 
@@ -44,8 +44,16 @@ def _label_value(value: str) -> str:
 
 def _quantity(value: str | int) -> str:
     text = str(value)
-    parse_quantity(text)
+    if parse_quantity(text) < 0:
+        raise ValueError(f"{text!r} is negative: quotas and capacities cannot be")
     return text
+
+
+def _not_a_float(value: object) -> object:
+    # YAML reads an unquoted 1.5 as a float, which cannot hold every quantity exactly: ask for the string.
+    if isinstance(value, float):
+        raise ValueError(f"{value!r} was read as a YAML float: quote it (\"{value!r}\"), quantities are strings")
+    return value
 
 
 def _image(ref: str) -> str:
@@ -60,6 +68,13 @@ def _image(ref: str) -> str:
     return ref
 
 
+def _identity(name: str) -> str:
+    # system: names belong to Kubernetes itself (system:authenticated would hand a namespace to every user).
+    if name.startswith("system:"):
+        raise ValueError(f"{name!r}: names starting with 'system:' are Kubernetes' own identities, not researchers")
+    return name
+
+
 def _absolute_path(path: str) -> str:
     if not path.startswith("/") or "//" in path or path != "/" and path.endswith("/"):
         raise ValueError(f"{path!r} must be an absolute path without a trailing '/'")
@@ -71,9 +86,11 @@ DnsSubdomain = Annotated[str, StringConstraints(pattern=DNS1123_SUBDOMAIN, max_l
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 # int for `cpu: 72`; str for `memory: 480Gi` or `cpu: 500m`.
-Quantity = Annotated[str | int, Field(union_mode="left_to_right"), AfterValidator(_quantity)]
+Quantity = Annotated[str | int, Field(union_mode="left_to_right"), BeforeValidator(_not_a_float),
+                     AfterValidator(_quantity)]
 ImageRef = Annotated[str, AfterValidator(_image)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+Identity = Annotated[str, StringConstraints(min_length=1), AfterValidator(_identity)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(ge=1)]
@@ -103,7 +120,8 @@ class GitOps(Strict):
     path: Annotated[str, StringConstraints(min_length=1)] = "rendered"
     applicationName: DnsSubdomain
     applicationNamespace: DnsLabel = "argocd"
-    project: DnsSubdomain = "default"
+    # Where the rendered bootstrap/ tree lives in the repository (the app-of-apps syncs <bootstrapPath>/platform).
+    bootstrapPath: Annotated[str, StringConstraints(min_length=1)] = "bootstrap"
 
 
 class Controllers(Strict):
@@ -131,6 +149,11 @@ class Component(Strict):
     namespace: DnsLabel
 
 
+class KueueComponent(Component):
+    # waitForPodsReady.timeout: an admitted job whose pods are not all ready by then gives its quota back.
+    podsReadyTimeout: Annotated[str, StringConstraints(pattern=r"^([0-9]+(\.[0-9]+)?(h|m|s))+$")] = "10m"
+
+
 class Components(Strict):
     """The controllers the rendered tree needs, each in the namespace of its upstream installation.
 
@@ -141,7 +164,7 @@ class Components(Strict):
     kyverno: Component = Component(namespace="kyverno")
     jobset: Component = Component(namespace="kubeflow-system")
     trainer: Component = Component(namespace="kubeflow-system")
-    kueue: Component = Component(namespace="kueue-system")
+    kueue: KueueComponent = KueueComponent(namespace="kueue-system")
 
 
 class Cluster(Strict):
@@ -152,6 +175,9 @@ class Cluster(Strict):
     gitops: GitOps
     controllers: Controllers = Controllers()
     components: Components = Components()
+    # Render each research namespace as a Namespace (Pod Security: baseline enforced, restricted warned) that
+    # Argo CD never prunes or deletes. false: namespaces are made elsewhere and only referenced.
+    createNamespaces: bool = True
 
 
 class Toleration(Strict):
@@ -203,9 +229,22 @@ class Allocation(Strict):
     lendingLimit: ResourceAmounts | None = None
 
 
+class Identities(Strict):
+    """A research group's members as the API server authenticates them, each bound to the researcher role in
+    the group's namespaces.
+
+    groups: group names as the API server sees them (OIDC groups claim with --oidc-groups-prefix, e.g.
+    "oidc:vision-lab"; or a client certificate's O); users: user names (OIDC username claim with its prefix).
+    """
+
+    groups: list[Identity] = []
+    users: list[Identity] = []
+
+
 class Group(Strict):
     description: str = ""
     namespaces: list[DnsLabel] = Field(min_length=1)
+    identities: Identities = Identities()
     cohort: DnsSubdomain | None = None
     reclaimWithinCohort: Literal["Never", "LowerPriority", "Any"] = "Never"
     allocations: dict[str, Allocation] = Field(min_length=1)

@@ -1,9 +1,24 @@
-"""Kubernetes resource quantities: parsing for capacity arithmetic, formatting for messages."""
+"""Kubernetes resource quantities as k8s.io/apimachinery/pkg/api/resource reads them: parsing for capacity
+arithmetic, formatting for messages.
+
+The grammar is apimachinery's (quantity.go), which the Kueue CRDs' `pattern` repeats:
+
+    quantity ::= [+|-] number [suffix]
+    number   ::= digits | digits "." [digits] | "." digits
+    suffix   ::= Ki | Mi | Gi | Ti | Pi | Ei | n | u | m | k | M | G | T | P | E | (e|E) [+|-] digits
+
+Kubernetes rounds a value up to a whole nano (0.1n -> 1n), and no quantity may exceed 2^63-1 in magnitude:
+beyond that ParseQuantity caps binary suffixes silently and leaves the rest to overflow in Value(), so this
+parser refuses such values instead of passing on a number the cluster would read differently. Values are
+built exactly from their digits (never through Decimal arithmetic, whose default context keeps 28 digits).
+tests/test_quantity.py compares this module with the pinned apimachinery's ParseQuantity.
+The Kubernetes client's parse_quantity does not fit: it accepts what Kubernetes refuses (`1K`, `NaN`, `1_0`).
+"""
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import ROUND_UP, Context, Decimal, localcontext
 
 _SUFFIX = {
     "": Decimal(1),
@@ -13,23 +28,57 @@ _SUFFIX = {
     "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30),
     "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60),
 }
-# Same grammar as k8s.io/apimachinery/pkg/api/resource (no sign: quotas are never negative).
-_QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:(?P<suffix>[numkMGTPE]|[KMGTPE]i)|[eE](?P<exp>[+-]?[0-9]+))?$")
+_DECIMAL_EXPONENT = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_QUANTITY = re.compile(r"(?P<sign>[+-]?)(?P<integer>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
+                       r"(?:(?P<suffix>[KMGTPE]i|[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?")
+MAX_QUANTITY = Decimal(2**63 - 1)  # apimachinery's maxAllowed: the largest int64
+_NANO = Decimal("1e-9")
+# Wide enough for sums of many values under MAX_QUANTITY with nine decimals: totals and nano rounding are exact
+# (Decimal's default context keeps 28 digits and would round them).
+_EXACT = Context(prec=100)
+# apimachinery reads a decimal exponent into an int32 (and silently wraps a larger one).
+_INT32 = range(-(2**31), 2**31)
 
 
 def parse_quantity(text: str) -> Decimal:
-    """'480Gi' -> bytes, '500m' -> 0.5; ValueError when Kubernetes would not accept it."""
-    match = _QUANTITY.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 72, 500m, 480Gi)")
-    number = Decimal(match["number"])
-    if match["exp"] is not None:
-        return number * (Decimal(10) ** int(match["exp"]))
-    return number * _SUFFIX[match["suffix"] or ""]
+    """'480Gi' -> bytes, '500m' -> 0.5, '+1' -> 1; ValueError when Kubernetes would refuse it or could not
+    hold it in an int64."""
+    match = _QUANTITY.fullmatch(text)
+    if not match or not (match["integer"] or match["fraction"]):
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 72, 500m, 480Gi, 1.5)")
+    digits = (match["integer"] or "0") + (match["fraction"] or "")
+    scale = -len(match["fraction"] or "")
+    suffix = match["suffix"] or ""
+    if match["exponent"] is not None:
+        exponent = int(match["exponent"])
+        if exponent not in _INT32:
+            raise ValueError(f"{text!r}: exponent {exponent} is out of range (Kubernetes reads it as a 32-bit number)")
+        scale += exponent
+    else:
+        scale += _DECIMAL_EXPONENT.get(suffix, 0)
+    # Built from its digits, so exact at any length.
+    value = Decimal((1 if match["sign"] == "-" else 0, tuple(int(d) for d in digits), scale))
+    if suffix.endswith("i"):
+        value = _EXACT.multiply(value, _SUFFIX[suffix])
+    if value.copy_abs() > MAX_QUANTITY:
+        raise ValueError(f"{text!r} is larger than Kubernetes can hold (at most 2^63-1 = {MAX_QUANTITY})")
+    if value.as_tuple().exponent < -9:  # type: ignore[operator]
+        value = value.quantize(_NANO, rounding=ROUND_UP, context=_EXACT)  # as Kubernetes: 0.1n -> 1n
+    return value
+
+
+def exact_arithmetic():
+    """`with exact_arithmetic():` sums and products of quantities without rounding."""
+    return localcontext(_EXACT)
 
 
 def format_total(value: Decimal, binary: bool) -> str:
     """Shortest exact quantity for messages: 960G, 512Gi, 144."""
+    with exact_arithmetic():
+        return _format_total(value, binary)
+
+
+def _format_total(value: Decimal, binary: bool) -> str:
     plain = f"{value.normalize():f}"
     if not binary:
         return plain

@@ -12,23 +12,29 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
-from generator.inventory.quantity import format_total, parse_quantity
-from generator.naming import allocated_pods, flavor_name, runtime_name
+from generator.inventory.quantity import exact_arithmetic, format_total, parse_quantity
+from generator.naming import KUBERNETES_RESOURCE, allocated_pods, flavor_name, platform_namespaces, runtime_name
 
 Finding = tuple[tuple[str | int, ...], str]
 
 # Variables the seed page promises; each must point under the home mount so caches survive pod restarts.
 REQUIRED_CACHE_ENV = ("HF_HOME", "TORCH_HOME", "PIP_CACHE_DIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR")
 RESERVED_MOUNT_PATHS = ("/dev/shm",)
-# Inventory resource name -> (Kubernetes resource name, shown with binary suffixes).
-RESOURCES = {"cpu": ("cpu", False), "memory": ("memory", True), "gpus": ("nvidia.com/gpu", False), "pods": ("pods", False)}
+# Inventory resource fields whose totals messages show with binary suffixes (512Gi rather than 549755813888).
+BINARY_RESOURCES = ("memory",)
 
 
 def check_inventory(inventory: Inventory) -> list[Finding]:
+    with exact_arithmetic():  # totals of many large quotas keep every digit
+        return _findings(inventory)
+
+
+def _findings(inventory: Inventory) -> list[Finding]:
     return [
         *_check_cluster(inventory),
         *_check_classes(inventory),
         *_check_groups(inventory),
+        *_check_access(inventory),
         *_check_capacity(inventory),
     ]
 
@@ -104,6 +110,31 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
             yield from _check_limits(group.cohort, allocation, inventory.classes[class_name], where)
 
 
+def _check_access(inventory: Inventory) -> Iterator[Finding]:
+    """Research namespaces are never the platform's own; each identity belongs to one group.
+
+    A research namespace gets the researcher RoleBinding, a `default` LocalQueue, Kueue's job management and
+    the Pod Security labels: in kube-system or a controller's namespace that would hand researchers the
+    platform. An identity in two groups would be a member of both, which no reader of either group expects.
+    """
+    reserved = set(platform_namespaces(inventory))
+    member_of: dict[tuple[str, str], str] = {}
+    for name, group in inventory.groups.items():
+        for index, namespace in enumerate(group.namespaces):
+            if namespace in reserved:
+                yield ("groups", name, "namespaces", index), (
+                    f"namespace {namespace!r} belongs to the platform (system, component or Argo CD namespaces: "
+                    f"{', '.join(sorted(reserved))}) and cannot be a research namespace")
+        for kind in ("groups", "users"):
+            for index, identity in enumerate(getattr(group.identities, kind)):
+                where = ("groups", name, "identities", kind, index)
+                other = member_of.setdefault((kind, identity), name)
+                if other == name and identity in getattr(group.identities, kind)[:index]:
+                    yield where, f"{kind[:-1]} {identity!r} is listed twice"
+                elif other != name:
+                    yield where, f"{kind[:-1]} {identity!r} already belongs to group {other!r}: an identity is in one group"
+
+
 def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) -> Iterator[Finding]:
     # Kueue's webhook: limits need a cohort; lendingLimit <= nominalQuota.
     for kind in ("borrowingLimit", "lendingLimit"):
@@ -114,7 +145,7 @@ def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) 
             yield where + (kind,), f"{kind} needs the group to have a cohort"
         if kind != "lendingLimit":
             continue
-        for resource in RESOURCES:
+        for resource in KUBERNETES_RESOURCE:
             limit = getattr(limits, resource)
             if limit is None:
                 continue
@@ -130,7 +161,7 @@ def _amount(allocation: Allocation, resource: str, gpu_class) -> Decimal:
 
 
 def _show(resource: str, value: Decimal) -> str:
-    return format_total(value, binary=RESOURCES[resource][1])
+    return format_total(value, binary=resource in BINARY_RESOURCES)
 
 
 def _check_capacity(inventory: Inventory) -> Iterator[Finding]:
@@ -138,7 +169,7 @@ def _check_capacity(inventory: Inventory) -> Iterator[Finding]:
     for class_name, gpu_class in inventory.classes.items():
         holders = [(group_name, group.allocations[class_name]) for group_name, group in inventory.groups.items()
                    if class_name in group.allocations]
-        for resource in RESOURCES:
+        for resource in KUBERNETES_RESOURCE:
             capacity = parse_quantity(str(getattr(gpu_class.perNode, resource))) * gpu_class.nodes
             running = Decimal(0)
             tipping_point = None  # the first allocation (in file order) that takes the sum past capacity

@@ -35,8 +35,16 @@ def tree_present():
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
-    """Admin client (validation_support.Kube) of this session's control plane, the pinned CRDs Established
-    and the tree's namespaces created; the processes are stopped at the end of the session."""
+def control_plane(tmp_path_factory):
+    """This session's control plane (control_plane.ControlPlane: its CA for issuing further client
+    certificates, the admin kubeconfig), the pinned CRDs Established and the tree's namespaces created;
+    the processes are stopped at the end of the session."""
     with start_control_plane(tmp_path_factory.mktemp("apiserver")) as plane:
-        yield prepare_cluster(plane)
+        prepare_cluster(plane)
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def cluster(control_plane):
+    """Admin client (validation_support.Kube) of the session's control plane."""
+    return control_plane.kube

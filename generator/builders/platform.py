@@ -1,0 +1,249 @@
+"""The platform's components as Argo CD objects: an app-of-apps installing Kyverno, JobSet, Trainer and Kueue from
+their upstream Helm charts at the pinned versions, with values from the inventory, then the gpugen Application.
+
+bootstrap/
+  root/       applied once by hand (kubectl apply -R -f bootstrap/root): the bootstrap AppProject and the root
+              Application, which syncs bootstrap/platform
+  platform/   one AppProject and one Application per component, the chart repositories, and the gpugen
+              Application (last wave)
+
+Order: the root Application syncs its children in sync waves (Kyverno, JobSet, Trainer, Kueue, then gpugen), so
+CRDs and webhooks are there before the objects that need them. Argo CD waits for a child Application to be
+Healthy before the next wave only when its Application health check is enabled (argocd-cm
+`resource.customizations.health.argoproj.io_Application`; README: "Bootstrapping a cluster"); without it the
+gpugen Application still converges through SkipDryRunOnMissingResource and its retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from generator import emit, versions
+from generator.builders import argocd, kueue
+from generator.builders.common import metadata
+from generator.layout import KUSTOMIZATION_FILE
+from generator.inventory.models import Component, Inventory
+
+COMPONENT_LABEL = "gpugen/component"
+APP_WAVES = {"kyverno": "0", "jobset": "1", "trainer": "2", "kueue": "3", "gpugen": "10"}
+
+# Kinds each component's chart renders (checked against `helm template` of the pinned charts by
+# tests/validation/test_platform_charts.py). The AppProject of each Application allows exactly these.
+_CRD = {"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition"}
+_RBAC_CLUSTER = [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"},
+                 {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding"}]
+_WEBHOOKS = [{"group": "admissionregistration.k8s.io", "kind": "MutatingWebhookConfiguration"},
+             {"group": "admissionregistration.k8s.io", "kind": "ValidatingWebhookConfiguration"}]
+_NAMESPACED_BASICS = [{"group": "", "kind": kind} for kind in ("ConfigMap", "Secret", "Service", "ServiceAccount")] + [
+    {"group": "apps", "kind": "Deployment"},
+    {"group": "rbac.authorization.k8s.io", "kind": "Role"},
+    {"group": "rbac.authorization.k8s.io", "kind": "RoleBinding"},
+]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An upstream Helm chart: where Argo CD pulls it from, and where the pinned Go module ships it."""
+
+    repo_url: str  # Argo CD's source.repoURL (an OCI registry path for OCI charts: no scheme)
+    oci: bool
+    name: str
+    version_pin: str  # key in versions.env
+    module: str  # Go module shipping charts/<name> at the app version
+    app_version_pin: str
+    cluster_kinds: tuple[dict[str, str], ...]
+    namespaced_kinds: tuple[dict[str, str], ...]
+
+
+CHARTS = {
+    "kyverno": Chart("https://kyverno.github.io/kyverno/", False, "kyverno", "KYVERNO_CHART_VERSION",
+                     "github.com/kyverno/kyverno", "KYVERNO_VERSION",
+                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS),
+                     (*_NAMESPACED_BASICS, {"group": "batch", "kind": "CronJob"},
+                      {"group": "policy", "kind": "PodDisruptionBudget"})),
+    "jobset": Chart("registry.k8s.io/jobset/charts", True, "jobset", "JOBSET_CHART_VERSION",
+                    "sigs.k8s.io/jobset", "JOBSET_VERSION",
+                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), tuple(_NAMESPACED_BASICS)),
+    "trainer": Chart("ghcr.io/kubeflow/charts", True, "kubeflow-trainer", "TRAINER_CHART_VERSION",
+                     "github.com/kubeflow/trainer/v2", "TRAINER_VERSION",
+                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), tuple(_NAMESPACED_BASICS)),
+    "kueue": Chart("registry.k8s.io/kueue/charts", True, "kueue", "KUEUE_CHART_VERSION",
+                   "sigs.k8s.io/kueue", "KUEUE_VERSION",
+                   (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS, {"group": "apiregistration.k8s.io", "kind": "APIService"}),
+                   tuple(_NAMESPACED_BASICS)),
+}
+
+
+def components(inventory: Inventory) -> dict[str, Component]:
+    """The components gpugen installs, in install order."""
+    c = inventory.cluster.components
+    return {name: comp for name, comp in (("kyverno", c.kyverno), ("jobset", c.jobset), ("trainer", c.trainer),
+                                          ("kueue", c.kueue)) if comp.install}
+
+
+def chart_version(component: str) -> str:
+    return versions.pins()[CHARTS[component].version_pin]
+
+
+def app_version(component: str) -> str:
+    return versions.pins()[CHARTS[component].app_version_pin]
+
+
+# ------------------------------------------------------------------ Helm values, one function per chart
+
+def kueue_values(inventory: Inventory) -> dict[str, Any]:
+    return {
+        # The chart's default image is a staging build of the release branch, pulled Always: pin the release.
+        "controllerManager": {"manager": {"image": {
+            "repository": "registry.k8s.io/kueue/kueue", "tag": app_version("kueue"), "pullPolicy": "IfNotPresent"}}},
+        "managerConfig": {"controllerManagerConfigYaml": emit.to_yaml(kueue.manager_configuration(inventory))},
+    }
+
+
+def trainer_values(inventory: Inventory) -> dict[str, Any]:
+    return {
+        "image": {"tag": app_version("trainer")},
+        # JobSet has its own Application (same namespace and names as the chart's bundled copy).
+        "jobset": {"install": False},
+        # No upstream runtime may exist beside the generated torch-<class> ones: the seed promises there is no
+        # GPU-agnostic runtime. The chart's defaults are off already; they are spelled out so an upgrade that
+        # flips a default shows up in review.
+        "runtimes": {"defaultEnabled": False, **{name: {"enabled": False} for name in (
+            "torchDistributed", "deepspeedDistributed", "mlxDistributed", "jaxDistributed", "xgboostDistributed")}},
+        "dataCache": {"enabled": False},
+    }
+
+
+def jobset_values(inventory: Inventory) -> dict[str, Any]:
+    # fullnameOverride as in Trainer's chart: the controller runs as kubeflow-system:jobset-controller-manager,
+    # the identity the policies let through (cluster.controllers.jobset).
+    return {"fullnameOverride": "jobset",
+            "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": app_version("jobset"),
+                      "pullPolicy": "IfNotPresent"}}
+
+
+def kyverno_values(inventory: Inventory) -> dict[str, Any]:
+    # The chart's images default to its appVersion, the pinned Kyverno; the platform's policies are the CEL kinds
+    # (policies.kyverno.io/v1), whose CRDs the chart installs.
+    return {"crds": {"install": True}, "admissionController": {"replicas": 1}}
+
+
+VALUES = {"kyverno": kyverno_values, "jobset": jobset_values, "trainer": trainer_values, "kueue": kueue_values}
+
+
+# ------------------------------------------------------------------ Argo CD objects
+
+def _project_name(inventory: Inventory, app: str) -> str:
+    return f"{inventory.cluster.name}-{app}"
+
+
+def _waved(meta: dict[str, Any], wave: str) -> dict[str, Any]:
+    return {**meta, "annotations": dict(sorted({**meta.get("annotations", {}), argocd.SYNC_WAVE: wave}.items()))}
+
+
+def app_project(inventory: Inventory, app: str, destinations: list[str], cluster_kinds, namespaced_kinds,
+                wave: str) -> dict[str, Any]:
+    gitops = inventory.cluster.gitops
+    spec: dict[str, Any] = {
+        "description": f"gpugen: what the {app} Application may change",
+        "sourceRepos": [CHARTS[app].repo_url] if app in CHARTS else [gitops.repoURL],
+        "destinations": [{"server": argocd.IN_CLUSTER, "namespace": ns} for ns in destinations],
+        "clusterResourceWhitelist": [dict(k) for k in cluster_kinds],
+        "namespaceResourceWhitelist": [dict(k) for k in namespaced_kinds],
+    }
+    return {"apiVersion": argocd.API_VERSION, "kind": "AppProject",
+            "metadata": _waved(metadata(inventory, _project_name(inventory, app),
+                                        namespace=gitops.applicationNamespace), wave),
+            "spec": spec}
+
+
+def component_application(inventory: Inventory, name: str, component: Component) -> dict[str, Any]:
+    chart = CHARTS[name]
+    gitops = inventory.cluster.gitops
+    return {
+        "apiVersion": argocd.API_VERSION,
+        "kind": "Application",
+        "metadata": _waved(metadata(inventory, f"{inventory.cluster.name}-{name}", namespace=gitops.applicationNamespace,
+                                    labels={COMPONENT_LABEL: name}), APP_WAVES[name]),
+        "spec": {
+            "project": _project_name(inventory, name),
+            "source": {"repoURL": chart.repo_url, "chart": chart.name, "targetRevision": chart_version(name),
+                       "helm": {"releaseName": name, "valuesObject": VALUES[name](inventory)}},
+            "destination": {"server": argocd.IN_CLUSTER, "namespace": component.namespace},
+            "syncPolicy": {
+                "automated": {"prune": True, "selfHeal": True},
+                # CRDs are too large for client-side apply's last-applied annotation.
+                "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
+                "retry": argocd.RETRY,
+            },
+        },
+    }
+
+
+def chart_repository(inventory: Inventory, name: str) -> dict[str, Any]:
+    """Argo CD repository Secret: OCI Helm repositories must be declared with enableOCI (no credentials)."""
+    chart = CHARTS[name]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _waved(metadata(inventory, f"helm-{name}", namespace=inventory.cluster.gitops.applicationNamespace,
+                                    labels={"argocd.argoproj.io/secret-type": "repository"}), "-1"),
+        "stringData": {"name": name, "type": "helm", "url": chart.repo_url, "enableOCI": "true"},
+    }
+
+
+# Kinds in rendered/ (cluster-scoped, namespaced): the gpugen Application's AppProject allows exactly these.
+GPUGEN_CLUSTER_KINDS = (
+    {"group": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
+    {"group": "kueue.x-k8s.io", "kind": "ResourceFlavor"},
+    {"group": "kueue.x-k8s.io", "kind": "ClusterQueue"},
+    {"group": "policies.kyverno.io", "kind": "ValidatingPolicy"},
+    {"group": "policies.kyverno.io", "kind": "MutatingPolicy"},
+    *_RBAC_CLUSTER,
+    {"group": "", "kind": "Namespace"},
+)
+GPUGEN_NAMESPACED_KINDS = (
+    {"group": "kueue.x-k8s.io", "kind": "LocalQueue"},
+    {"group": "rbac.authorization.k8s.io", "kind": "RoleBinding"},
+)
+
+
+def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
+    """Applied once by hand: the bootstrap project and the Application that syncs bootstrap/platform."""
+    gitops = inventory.cluster.gitops
+    project = f"{inventory.cluster.name}-bootstrap"
+    return [
+        {"apiVersion": argocd.API_VERSION, "kind": "AppProject",
+         "metadata": metadata(inventory, project, namespace=gitops.applicationNamespace),
+         "spec": {"description": "gpugen: the app-of-apps may manage Applications, AppProjects and chart "
+                                 "repositories in Argo CD's namespace, nothing else",
+                  "sourceRepos": [gitops.repoURL],
+                  "destinations": [{"server": argocd.IN_CLUSTER, "namespace": gitops.applicationNamespace}],
+                  "clusterResourceWhitelist": [],
+                  "namespaceResourceWhitelist": [{"group": "argoproj.io", "kind": "Application"},
+                                                 {"group": "argoproj.io", "kind": "AppProject"},
+                                                 {"group": "", "kind": "Secret"}]}},
+        argocd.directory_application(inventory, f"{inventory.cluster.name}-platform", project,
+                                     f"{gitops.bootstrapPath}/platform", exclude=None),
+    ]
+
+
+def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
+    """Synced by the root Application: per component a repository, a project and an Application; then gpugen's."""
+    gitops = inventory.cluster.gitops
+    objects: list[dict[str, Any]] = []
+    for name, component in components(inventory).items():
+        chart = CHARTS[name]
+        if chart.oci:
+            objects.append(chart_repository(inventory, name))
+        objects.append(app_project(inventory, name, [component.namespace], chart.cluster_kinds, chart.namespaced_kinds,
+                                   "-1"))
+        objects.append(component_application(inventory, name, component))
+    research = kueue.research_namespaces(inventory)
+    objects.append(app_project(inventory, "gpugen", research, GPUGEN_CLUSTER_KINDS, GPUGEN_NAMESPACED_KINDS, "-1"))
+    app = argocd.directory_application(inventory, gitops.applicationName, _project_name(inventory, "gpugen"),
+                                       gitops.path, exclude=KUSTOMIZATION_FILE, synced_tree=True)
+    app["metadata"] = _waved(app["metadata"], APP_WAVES["gpugen"])
+    objects.append(app)
+    return objects
