@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from generator.inventory import InventoryInvalid, load_inventory
+from generator.inventory import InventoryInvalid, Problem, load_inventory
 from generator.layout import directory_size_warning
+from generator.limits import OverLimits
 from generator.tree import render_trees
 from generator.write import (OutputRefused, apply_outputs, check_outputs_apart, describe_os_error, generated_by_us,
                              output_lock, pending_file, pending_tree, remove_leftovers, resolve_output)
@@ -37,7 +38,12 @@ def _render_or_exit(inventory_path: Path):
         inventory = load_inventory(inventory_path)
     except InventoryInvalid as invalid:
         _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s); nothing written.")
-    return render_trees(inventory, inventory_path.name)
+    try:
+        return render_trees(inventory, inventory_path.name)
+    except OverLimits as over:
+        _exit_invalid(InventoryInvalid([Problem(str(inventory_path), 0, 0, f"rendered {path}", reason)
+                                        for path, reason in over.problems]),
+                      f"{inventory_path}: {{count}} rendered object(s) over Kubernetes' limits; nothing written.")
 
 
 INVENTORY_OPTION = click.option("--inventory", "inventory_path", default="gpu_classes.yaml", show_default=True,
@@ -169,8 +175,11 @@ def _apply(inventory_path: Path, edit_name: str, *args, **kwargs) -> None:
         sys.exit(EXIT_INVALID)
     except InventoryInvalid as invalid:
         _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s) before or after the edit; nothing written.")
+    except OutputRefused as refused:
+        click.echo(f"{inventory_path}: {refused}; nothing written.", err=True)
+        sys.exit(EXIT_INVALID)
     except OSError as error:
-        click.echo(f"{inventory_path}: {error}", err=True)
+        click.echo(f"{inventory_path}: {describe_os_error(error)}; nothing written.", err=True)
         sys.exit(EXIT_INVALID)
     click.echo(f"updated {inventory_path}; run `make render` to update the rendered tree.")
 

@@ -1,17 +1,18 @@
 """Objects to YAML text: deterministic, one document per file, safe for Kubernetes' YAML 1.1 reader.
 
-libyaml's emitter (PyYAML's C binding, when present) defines the text. We hand it ready-made nodes instead
-of going through PyYAML's representer and resolver, which are pure Python and were most of the render time
-at national scale (8,000 files). Building the nodes is also where quoting is decided: PyYAML would leave
-`y`, `n` and `1e3` plain, which a YAML 1.1 reader (Kubernetes, Argo CD) turns into a boolean or a number;
-every string a YAML 1.1 or 1.2 reader could resolve to something else is single-quoted.
+The text is written here, not by an emitter library, so it never depends on whether PyYAML was built with
+libyaml (its pure-Python emitter chooses styles differently: an empty key becomes `? ''`, a string holding
+U+0085 is single- rather than double-quoted, ...). Every string a YAML 1.1 or 1.2 reader could resolve to
+something else is quoted: PyYAML would leave `y`, `n` and `1e3` plain, which Kubernetes and Argo CD read as a
+boolean or a number.
 
-Most objects never reach libyaml: `_direct_yaml` writes block mappings and sequences of printable ASCII
-scalars itself, following libyaml's rules for choosing plain, single-quoted and literal styles, because even
-with nodes prebuilt, calling into the C emitter per node was half of a national-scale render. Anything it
-does not cover (non-ASCII text, tabs, strings libyaml would double-quote, long keys) sends the whole object
-to libyaml. tests/test_emit.py checks the two give the same bytes for every rendered object and for
-generated edge cases.
+Block mappings and sequences of printable ASCII scalars are written exactly as libyaml writes them (plain,
+single-quoted or literal styles, chosen by libyaml's rules); tests/test_emit.py checks that byte for byte
+against libyaml (`libyaml_text`, the reference) for every rendered object and for generated edge cases. A
+string outside that domain (non-ASCII text, tabs, control characters, a multi-line string libyaml would
+double-quote, anything over 4,096 characters) is written double-quoted on one line with YAML's escapes, and a
+key longer than 120 characters as an explicit `? key`; the tests check that both YAML readers, C and pure
+Python, read every such document back as the object that was written.
 """
 
 from __future__ import annotations
@@ -96,17 +97,14 @@ def libyaml_text(obj: Any) -> str:
 
 
 def to_yaml(obj: Any) -> str:
-    try:
-        return _direct_yaml(obj)
-    except _LeftToLibyaml:
-        return libyaml_text(obj)
+    if not isinstance(obj, dict) or not obj:
+        raise TypeError("to_yaml writes one non-empty mapping per document")
+    out: list[str] = []
+    _mapping(obj, 0, False, out)
+    return "".join(out)
 
 
 # ----------------------------------------------------------------------------------------- direct writer
-
-class _LeftToLibyaml(Exception):
-    """The object holds something the direct writer does not cover."""
-
 
 _ONE_LINE = re.compile(r"[\x20-\x7e]+")  # printable ASCII
 _LINES = re.compile(r"[\x20-\x7e\n]+")
@@ -133,7 +131,7 @@ def _one_line(text: str) -> str:
     if not text:
         return "''"
     if len(text) > _MAX_SCALAR or not _ONE_LINE.fullmatch(text):
-        raise _LeftToLibyaml
+        return _double_quoted(text)
     # libyaml quotes a string whose plain form would not read back as a string (_NodeDumper.resolve).
     if not needs_quotes(text) and _plain_tag(text) == _STR and _plain_allowed(text):
         return text
@@ -146,7 +144,7 @@ def _literal(text: str, indent: int) -> str:
     keeps extra final line breaks (`|+`) otherwise: those are left to it."""
     if (len(text) > _MAX_SCALAR or not _LINES.fullmatch(text) or " \n" in text or text[-1] == " "
             or text[0] in " \n" or text.endswith("\n\n")):
-        raise _LeftToLibyaml
+        return _double_quoted(text) + "\n"
     chomp, body = ("", text[:-1]) if text[-1] == "\n" else ("-", text)
     pad = " " * indent
     return f"|{chomp}\n" + "\n".join(pad + line if line else "" for line in body.split("\n")) + "\n"
@@ -175,9 +173,12 @@ def _mapping(mapping: dict, column: int, inline_first: bool, out: list[str]) -> 
             inline_first = False
         else:
             out.append(pad)
-        if not isinstance(key, str) or len(key) > 120:
-            raise _LeftToLibyaml  # libyaml writes keys over 128 characters as `? key`
-        out.append(_one_line(key))
+        if not isinstance(key, str):
+            raise TypeError(f"cannot emit key {key!r}: builders emit string keys")
+        if len(key) > 120 or "\n" in key:  # a simple key may not span lines nor pass 1,024 characters
+            out.append("? " + _double_quoted(key) + "\n" + pad)
+        else:
+            out.append(_one_line(key))
         if isinstance(value, dict):
             if value:
                 out.append(":\n")
@@ -218,11 +219,31 @@ def _sequence(items: list, column: int, inline_first: bool, out: list[str]) -> N
             out.append(_scalar(item, column + 2))
 
 
-def _direct_yaml(obj: Any) -> str:
-    if not isinstance(obj, dict) or not obj:
-        raise _LeftToLibyaml
-    out: list[str] = []
-    _mapping(obj, 0, False, out)
+# YAML's escapes for what may not stand as itself in a double-quoted scalar (YAML 1.1, 5.7).
+_ESCAPES = {"\0": "\\0", "\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f",
+            "\r": "\\r", "\x1b": "\\e", '"': '\\"', "\\": "\\\\", "\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P"}
+# Kept as themselves: printable ASCII and printable non-ASCII (YAML's c-printable), minus the line breaks
+# U+0085, U+2028, U+2029 and the byte-order mark, which readers would take for something else.
+_DOUBLE_QUOTED_SAFE = re.compile(r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]+")
+
+
+def _escape(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+
+
+@lru_cache(maxsize=4096)
+def _double_quoted(text: str) -> str:
+    """One line, double-quoted: every character a reader could mistake (breaks, controls, quotes) escaped."""
+    out, at = ['"'], 0
+    for safe in _DOUBLE_QUOTED_SAFE.finditer(text):
+        out.extend(_escape(char) for char in text[at:safe.start()])
+        out.append(safe.group())
+        at = safe.end()
+    out.extend(_escape(char) for char in text[at:])
+    out.append('"')
     return "".join(out)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator import emit, userdocs, versions
+from generator import emit, limits, userdocs, versions
 from generator.builders import bootstrap_objects, synced_objects
 from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory.models import Inventory
@@ -41,13 +41,15 @@ def object_path(obj: dict[str, Any]) -> str:
     return f"{_FOLDERS[group]}/{obj['kind'].lower()}/{stem}.yaml"
 
 
-def _files(objects: list[dict[str, Any]], source: str) -> Files:
+def _files(objects: list[dict[str, Any]], source: str, over_limits: list[tuple[str, str]] | None = None) -> Files:
     files: Files = {}
     for obj in objects:
         path = object_path(obj)
         if path in files:
             raise ValueError(f"two objects would be written to {path}")
         files[path] = emit.manifest(obj, source)
+        if over_limits is not None:  # what Kubernetes or the file system would refuse (limits.py)
+            over_limits.extend((path, reason) for reason in limits.object_problems(obj, path, files[path]))
     return dict(sorted(files.items()))
 
 
@@ -61,14 +63,22 @@ def kustomization(resources: list[str], source: str) -> bytes:
     return text.encode("utf-8")
 
 
-def _bootstrap_files(inventory: Inventory, source: str) -> Files:
+def _bootstrap_files(inventory: Inventory, source: str, over_limits: list[tuple[str, str]] | None = None) -> Files:
     files = {f"{folder}/{path}": content for folder, objects in bootstrap_objects(inventory).items()
-             for path, content in _files(objects, source).items()}
+             for path, content in _files(objects, source, over_limits).items()}
     return dict(sorted(files.items()))
 
 
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
-    synced = _files(synced_objects(inventory), source)
+    """Raises limits.OverLimits when an object would exceed what Kubernetes or the file system accepts."""
+    over_limits: list[tuple[str, str]] = []
+    objects = synced_objects(inventory)
+    if len(objects) > limits.MAX_OBJECTS:
+        raise limits.OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+    synced = _files(objects, source, over_limits)
     synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
-    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=_bootstrap_files(inventory, source),
+    bootstrap = _bootstrap_files(inventory, source, over_limits)
+    if over_limits:
+        raise limits.OverLimits(over_limits)
+    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap,
                          docs=userdocs.runtimes_page(inventory, source).encode("utf-8"))

@@ -173,16 +173,22 @@ def write_file_atomically(path: Path, content: bytes, mode: int | None = None) -
     every write checked and fsynced, then renamed over the target. On any failure the temporary file is
     removed and the target is untouched. `mode` defaults to the target's current mode (0644 when new)."""
     target = resolve_output(path)
+    try:
+        current = os.stat(target)
+    except FileNotFoundError:
+        current = None
     if mode is None:
-        try:
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-        except FileNotFoundError:
-            mode = 0o644
+        mode = stat.S_IMODE(current.st_mode) if current else 0o644
     fd, staging = tempfile.mkstemp(prefix=_staging_prefix(target, "tmp"), dir=target.parent)
     try:
         try:
             _write_all(fd, content)
             os.fchmod(fd, mode)
+            if current is not None and (current.st_uid, current.st_gid) != (os.getuid(), os.getgid()):
+                try:
+                    os.fchown(fd, current.st_uid, current.st_gid)  # keep the owner where allowed
+                except PermissionError:
+                    pass
             os.fsync(fd)
         finally:
             os.close(fd)

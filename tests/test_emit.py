@@ -1,9 +1,11 @@
-"""The direct YAML writer gives the bytes libyaml gives, for everything we render and for generated edge cases.
+"""The YAML writer gives the bytes libyaml gives for everything we render and for generated edge cases, and
+text both YAML readers read back as the object for everything else.
 
-emit.to_yaml writes most objects itself and leaves the rest to libyaml (emit.libyaml_text, the reference).
-These tests compare the two on every rendered object and on seeded random documents whose strings are built
-from the characters that decide libyaml's style choice (indicators, spaces, quotes, line breaks, tabs,
-non-ASCII). Each test also checks that the direct writer really ran, so none can pass by falling back.
+emit.to_yaml writes every document itself: what libyaml would write in block style from printable ASCII is
+compared byte for byte with libyaml (emit.libyaml_text, the reference); strings outside that domain (tabs,
+CR, non-ASCII, controls) are double-quoted with escapes and must read back equal with PyYAML's C and
+pure-Python readers. The rendered tree must not depend on whether PyYAML has libyaml at all
+(test_render_without_libyaml_is_byte_identical).
 """
 
 from __future__ import annotations
@@ -22,11 +24,24 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import synth  # noqa: E402
 
 
+def _quoted_calls() -> int:
+    info = emit._double_quoted.cache_info()
+    return info.hits + info.misses
+
+
 def direct_or_none(obj):
-    try:
-        return emit._direct_yaml(obj)
-    except emit._LeftToLibyaml:
-        return None
+    """to_yaml's text when it stayed within libyaml's domain (no double-quoted fallback), else None."""
+    before = _quoted_calls()
+    text = emit.to_yaml(obj)
+    return text if _quoted_calls() == before else None
+
+
+def reads_back(text: str):
+    import yaml
+
+    documents = [yaml.load(text, Loader=loader) for loader in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))]
+    assert documents[0] == documents[1]
+    return documents[0]
 
 
 def rendered_objects(inventory):
@@ -41,7 +56,7 @@ def test_every_rendered_object_is_written_directly_and_as_libyaml_writes_it(sour
     assert len(objects) > (10 if source == "flame" else 100)
     for obj in objects:
         direct = direct_or_none(obj)
-        assert direct is not None, f"{obj['kind']} {obj['metadata']['name']} fell back to libyaml"
+        assert direct is not None, f"{obj['kind']} {obj['metadata']['name']} fell back to double quotes"
         assert direct == emit.libyaml_text(obj), f"{obj['kind']} {obj['metadata']['name']}"
 
 
@@ -71,20 +86,20 @@ def random_value(rng: random.Random, depth: int):
     return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
 
 
-def test_random_documents_match_libyaml():
+def test_random_documents_match_libyaml_or_read_back():
+    emit._double_quoted.cache_clear()
     rng = random.Random(20261202)
     direct_used = fell_back = 0
     for _ in range(10000):
         document = {random_string(rng): random_value(rng, 1) for _ in range(rng.randint(1, 4))}
-        expected = emit.libyaml_text(document)
         direct = direct_or_none(document)
         if direct is None:
             fell_back += 1
         else:
             direct_used += 1
-            assert direct == expected, repr(document)
-        assert emit.to_yaml(document) == expected
-    # Both paths were exercised, and the direct one mostly.
+            assert direct == emit.libyaml_text(document), repr(document)
+        assert reads_back(emit.to_yaml(document)) == document, repr(document)
+    # Both paths were exercised, and the libyaml-identical one mostly.
     assert direct_used > 3500 and fell_back > 500, (direct_used, fell_back)
 
 
@@ -98,4 +113,56 @@ def test_style_choices_match_libyaml(text):
     document = {"value": text, "list": [text, [text]], "nested": {"k": text, "items": [{"k": text}]}}
     if "\n" not in text:
         document[text] = "as key"
-    assert emit.to_yaml(document) == emit.libyaml_text(document)
+    direct = direct_or_none(document)
+    if direct is not None:
+        assert direct == emit.libyaml_text(document)
+    assert reads_back(emit.to_yaml(document)) == document
+
+
+@pytest.mark.parametrize("text", ["é", "tab\there", "a\u2028b", "\x85", "\ufeff", "\x00\x1b\x7f", "\U0001F600",
+                                  '"\\', "multi\nline\twith tab", "x" * 5000])
+def test_strings_outside_libyaml_domain_read_back(text):
+    document = {"value": text, "list": [text], "k" * 130: text}
+    assert reads_back(emit.to_yaml(document)) == document
+
+
+WITHOUT_LIBYAML = """
+import sys, yaml
+for name in ("CSafeLoader", "CSafeDumper", "CLoader", "CDumper", "CParser", "CEmitter"):
+    if hasattr(yaml, name):
+        delattr(yaml, name)
+yaml.__with_libyaml__ = False
+from generator.inventory import load_inventory_text
+from generator.tree import render_trees
+from generator.inventory import load as load_module
+assert load_module._InventoryLoader.__mro__[1] is yaml.SafeLoader, "the pure-Python reader must be in use"
+trees = render_trees(load_inventory_text(sys.stdin.read(), "inv.yaml"), "inv.yaml")
+import json
+json.dump({"synced": {k: v.decode() for k, v in trees.synced.items()},
+           "bootstrap": {k: v.decode() for k, v in trees.bootstrap.items()}, "docs": trees.docs.decode()}, sys.stdout)
+"""
+
+
+def _unusual(text: str) -> str:
+    """FLAME with descriptions outside libyaml's domain of the direct writer: non-ASCII, tabs, several lines."""
+    return text.replace("description: NVIDIA GH200 Grace Hopper Superchip",
+                        'description: "Grâce Hopper\\tsuperchip — 72 cœurs\\n\\nsecond paragraph\\n\\n"', 1)
+
+
+@pytest.mark.parametrize("variant", ["flame", "unusual"])
+def test_render_without_libyaml_is_byte_identical(variant):
+    import json
+    import subprocess
+
+    from generator.tree import render_trees
+
+    text = (REPO / "gpu_classes.yaml").read_text()
+    if variant == "unusual":
+        text = _unusual(text)
+        assert text != (REPO / "gpu_classes.yaml").read_text()
+    trees = render_trees(load_inventory_text(text, "inv.yaml"), "inv.yaml")
+    pure = json.loads(subprocess.run([sys.executable, "-c", WITHOUT_LIBYAML], input=text, capture_output=True,
+                                     text=True, check=True, cwd=REPO).stdout)
+    assert pure["synced"] == {k: v.decode() for k, v in trees.synced.items()}
+    assert pure["bootstrap"] == {k: v.decode() for k, v in trees.bootstrap.items()}
+    assert pure["docs"] == trees.docs.decode()

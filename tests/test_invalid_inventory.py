@@ -34,6 +34,12 @@ GH200_IMAGE = "image: ghcr.io/urcf/pytorch:2.9.1-cuda12.9"
 VISION_GPUS = "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n  nlp-lab:"
 
 CASES = [
+    Case("component-off-without-existing-installation",
+         [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: false, namespace: kueue-system")],
+         "kueue: {install: false", "cluster.components.kueue.install", r"no existing installation is declared"),
+    Case("component-installed-and-existing",
+         [("    jobset: {install: true, namespace", "    jobset: {install: true, existing: true, namespace")],
+         "jobset: {install: true, existing", "cluster.components.jobset.existing", r"second one"),
     Case("yaml-syntax-error", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch: 2.9.1")], "image:", "(document)",
          r"YAML: mapping values are not allowed"),
     Case("tab-indentation", [("    arch: arm64", "\tarch: arm64")], "\tarch", "(document)", r"YAML: found a tab character"),
@@ -115,13 +121,13 @@ CASES = [
          "system:authenticated", "groups.vision-lab.identities.groups[0]", r"Kubernetes' own identities"),
     Case("research-namespace-kube-system", [("namespaces: [vision-lab]", "namespaces: [kube-system]")], "kube-system",
          "groups.vision-lab.namespaces[0]", r"'kube-system' belongs to the platform"),
-    Case("research-namespace-of-kueue", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, kueue-system]")], "kueue-system",
+    Case("research-namespace-of-kueue", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, kueue-system]")], "nlp-lab, kueue-system]",
          "groups.nlp-lab.namespaces[1]", r"'kueue-system' belongs to the platform"),
     Case("research-namespace-of-argo-cd", [("namespaces: [vision-lab]", "namespaces: [argocd]")], "[argocd]",
          "groups.vision-lab.namespaces[0]", r"'argocd' belongs to the platform"),
     # platform_namespaces follows the inventory: Kueue moved into a namespace a group also lists.
     Case("research-namespace-of-a-moved-component",
-         [("  gitops:\n", "  components:\n    kueue:\n      namespace: nlp-lab-teaching\n  gitops:\n")],
+         [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: true, namespace: nlp-lab-teaching")],
          "nlp-lab-teaching]", "groups.nlp-lab.namespaces[1]", r"'nlp-lab-teaching' belongs to the platform"),
 ]
 

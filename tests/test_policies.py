@@ -9,10 +9,10 @@ CLI's own verdict, and that the row is the one expected (policy, object, reason,
 does not apply is reported by the CLI as a pass ("Excluded"); such rows only count where a case says
 `outside`.
 
-Two modes, because the CLI cannot do both at once (see docs/policies.md, "Testing"):
-- suites whose TrainJobs set no image get the Trainer CRDs from the Go module cache (clusterResources);
-- suites with custom images get the mocked registry metadata (tests/policies/images.yaml, a CLI Context),
-  which the CLI only reads when it has no cluster resources.
+Every suite gets the Trainer and JobSet CRDs from the Go module cache, the namespaces and their PVCs as cluster
+resources, so the CLI uses its live context provider: `resource.List` reads those PVCs and `image.GetMetadata`
+asks a real OCI registry (tests/policies/registry, go-containerregistry's, on 127.0.0.1) for the images the
+TrainJobs name. Suites whose cases give registry credentials run in a second CLI run with a DOCKER_CONFIG.
 
 The CLI sends an UPDATE with the object as its own oldObject; the `updates:` cases, whose oldObject differs, are
 evaluated by tests/policies/engine (Kyverno's CEL engine packages, built against the pinned module).
@@ -20,6 +20,7 @@ evaluated by tests/policies/engine (Kyverno's CEL engine packages, built against
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -47,12 +48,21 @@ INVENTORIES = {"flame": REPO / "gpu_classes.yaml", "two-classes": HERE / "two-cl
 TRAINER_CRDS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
 # The policies that match each kind (every one of them is checked for every case of that kind).
 POLICIES_FOR = {
-    "TrainJob": (kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.IMAGE_ARCH),
-    "Job": (kyverno.QUEUE,),
-    "Pod": (kyverno.MOUNT_STORAGE, kyverno.GPU_PODS),
+    "TrainJob": (kyverno.CLAIMS, kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.OWNERSHIP,
+                 kyverno.GPU_VISIBILITY, kyverno.IMAGE_ARCH),
+    "Job": (kyverno.CLAIMS, kyverno.QUEUE, kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY),
+    "JobSet": (kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY),
+    "Pod": (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.GPU_PODS, kyverno.GPU_VISIBILITY),
 }
+MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY)
 FLAG = {"ValidatingPolicy": "isValidatingPolicy", "MutatingPolicy": "isMutatingPolicy"}  # kyverno-test.yaml
-API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1"}
+API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1",
+                "JobSet": f"{kyverno.JOBSET_GROUP}/{kyverno.JOBSET_VERSION}"}
+# Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<TAG>); the fixture fills in the
+# address of the registry it started and the digests it pushed.
+REGISTRY = "REGISTRY"
+UNREACHABLE_REGISTRY = "127.0.0.1:9"  # the discard port: nothing listens there
+REGISTRY_USER, REGISTRY_PASSWORD = "researcher", "registry-password"
 
 
 def cache_dir() -> Path:
@@ -84,6 +94,10 @@ class Case:
     outside: bool = False
     sdk: dict[str, Any] | None = None
     patch: dict[str, Any] | None = None  # updates only: JSON merge patch from oldObject to object
+    error: bool = False  # with deny: the policy cannot be evaluated (a registry error), which Kyverno denies
+    claims: tuple[str, ...] = ("home", "workspace")  # the namespace's PVCs (cluster.storage entries)
+    credentials: bool = False  # the CLI runs with credentials for the registry's private/ repositories
+    subresource: str | None = None  # updates only
 
     @property
     def id(self) -> str:
@@ -108,10 +122,14 @@ def parse_cases(spec: dict[str, Any], section: str = "cases") -> list[Case]:
             raw["operation"] = "UPDATE"
         kind, _, ref = raw.pop("object").partition(" ")
         namespace, _, name = ref.partition("/")
+        if "claims" in raw:
+            raw["claims"] = tuple(raw["claims"])
         case = Case(index=index, kind=kind, namespace=namespace, name=name, **raw)
         expectations = [case.deny is not None, case.allow, case.mutate is not None, case.outside]
         assert sum(expectations) == 1, f"case {case.id}: exactly one of deny, allow, mutate, outside"
         assert (case.deny is None) == (case.message is None), f"case {case.id}: deny needs a message and only deny"
+        assert not case.error or case.deny, f"case {case.id}: error goes with deny"
+        assert set(case.claims) <= {"home", "workspace"}, f"case {case.id}: claims are home and workspace"
         assert case.user in spec["users"], f"case {case.id}: unknown user {case.user}"
         assert case.kind in POLICIES_FOR, f"case {case.id}: no policies for kind {case.kind}"
         assert case.deny is None or case.deny in POLICIES_FOR[kind], f"case {case.id}: {case.deny} is not for {kind}"
@@ -132,6 +150,10 @@ def username(user: str, inventory: Inventory) -> dict[str, Any]:
     return {key: entry[key] for key in ("username", "groups") if key in entry}
 
 
+def case_resources() -> dict[tuple[str, str, str], dict[str, Any]]:
+    return resource_objects()
+
+
 def resource_objects() -> dict[tuple[str, str, str], dict[str, Any]]:
     objects: dict[tuple[str, str, str], dict[str, Any]] = {}
     for path in sorted((HERE / "resources").glob("*.yaml")):
@@ -142,11 +164,6 @@ def resource_objects() -> dict[tuple[str, str, str], dict[str, Any]]:
     return objects
 
 
-def sets_image(obj: dict[str, Any]) -> bool:
-    """Whether a TrainJob sets an image of its own (the image policy then asks the registry)."""
-    return obj["kind"] == "TrainJob" and '"image"' in json.dumps(obj.get("spec", {}))
-
-
 # --- building and running the suites ----------------------------------------------------------------------
 
 @dataclass
@@ -154,16 +171,21 @@ class Suite:
     name: str
     inventory: str
     user: str
-    images: bool
+    claims: tuple[str, ...]
+    credentials: bool
     operation: str
     cases: list[Case] = field(default_factory=list)
     expected: list[tuple[Case, str]] = field(default_factory=list)  # (case, policy) per result, in order
 
 
-def dump(path: Path, *docs: dict[str, Any]) -> None:
-    """Test inputs as JSON documents (JSON is YAML without YAML 1.1's surprises; SDK bodies hold floats)."""
+def dump(path: Path, *docs: dict[str, Any], images: dict[str, str] | None = None) -> None:
+    """Test inputs as JSON documents (JSON is YAML without YAML 1.1's surprises; SDK bodies hold floats).
+    `images` replaces placeholders (REGISTRY, DIGEST_...) in the text."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("---\n".join(json.dumps(doc, indent=1) + "\n" for doc in docs))
+    text = "---\n".join(json.dumps(doc, indent=1) + "\n" for doc in docs)
+    for placeholder, value in sorted((images or {}).items(), key=lambda item: -len(item[0])):
+        text = text.replace(placeholder, value)
+    path.write_text(text)
 
 
 def namespace_objects(names: set[str]) -> list[dict[str, Any]]:
@@ -172,17 +194,26 @@ def namespace_objects(names: set[str]) -> list[dict[str, Any]]:
              "metadata": {"name": ns, "labels": {kyverno.NAMESPACE_NAME_LABEL: ns}}} for ns in sorted(names)]
 
 
-def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, crd_dir: Path,
-                 cases: list[Case] = CASES) -> dict[str, Suite]:
-    """One suite per inventory, user, mode and operation: the CLI evaluates every resource of a suite once per
-    operation its results name, so CREATE and UPDATE cases go to different suites."""
+def claim_objects(inventory: Inventory, namespaces: set[str], claims: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The PVCs (cluster.storage's home and/or workspace claim) of each namespace."""
+    storage = inventory.cluster.storage
+    names = [getattr(storage, claim).claimName for claim in claims]
+    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": ns},
+             "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "100Gi"}}}}
+            for ns in sorted(namespaces) for name in names]
+
+
+def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, crds: list[Path],
+                 cases: list[Case] = CASES, images: dict[str, str] | None = None) -> dict[str, Suite]:
+    """One suite per inventory, user, claims, credentials and operation: the CLI evaluates every resource of a
+    suite once per operation its results name, so CREATE and UPDATE cases go to different suites."""
     policies = {name: kyverno.policies(inv) for name, inv in inventories.items()}
     suites: dict[str, Suite] = {}
     for case in cases:
-        obj = objects[case.key]
-        images = sets_image(obj)
-        name = f"{case.inventory}--{case.user}--{'images' if images else 'crds'}--{case.operation.lower()}"
-        suite = suites.setdefault(name, Suite(name, case.inventory, case.user, images, case.operation))
+        name = (f"{case.inventory}--{case.user}--{'-'.join(case.claims) or 'no-claims'}"
+                f"--{'creds' if case.credentials else 'anonymous'}--{case.operation.lower()}")
+        suite = suites.setdefault(name, Suite(name, case.inventory, case.user, case.claims, case.credentials,
+                                              case.operation))
         suite.cases.append(case)
     for suite in suites.values():
         directory = root / suite.name
@@ -195,8 +226,9 @@ def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, c
             path.write_bytes(emit.manifest(policy, INVENTORIES[suite.inventory].name))
             kinds[policy["metadata"]["name"]] = policy["kind"]
         suite_objects = {case.key: objects[case.key] for case in suite.cases}
-        dump(directory / "resources.yaml", *suite_objects.values())
-        namespaces = namespace_objects({ns for _, ns, _ in suite_objects})
+        dump(directory / "resources.yaml", *suite_objects.values(), images=images)
+        namespace_names = {ns for _, ns, _ in suite_objects}
+        namespaces = namespace_objects(namespace_names)
         dump(directory / "values.yaml", {"apiVersion": "cli.kyverno.io/v1alpha1", "kind": "Values",
                                          "metadata": {"name": "values"}, "namespaces": namespaces})
         dump(directory / "user.yaml", {"apiVersion": "cli.kyverno.io/v1alpha1", "kind": "UserInfo",
@@ -209,33 +241,31 @@ def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, c
             "variables": "values.yaml",
             "userinfo": "user.yaml",
         }
-        if suite.images:
-            (directory / "context.yaml").write_text((HERE / "images.yaml").read_text())
-            test["context"] = "context.yaml"
-        else:
-            dump(directory / "cluster.yaml", {
-                "apiVersion": "cli.kyverno.io/v1alpha1", "kind": "ClusterResource", "metadata": {"name": "crds"},
-                "spec": {"crds": [str(crd_dir / f"trainer.kubeflow.org_{crd}.yaml") for crd in TRAINER_CRDS],
-                         "resources": namespaces}})
-            test["clusterResources"] = ["cluster.yaml"]
+        # With cluster resources the CLI uses its live context provider: real registry lookups, these PVCs.
+        dump(directory / "cluster.yaml", {
+            "apiVersion": "cli.kyverno.io/v1alpha1", "kind": "ClusterResource", "metadata": {"name": "crds"},
+            "spec": {"crds": [str(crd) for crd in crds],
+                     "resources": namespaces + claim_objects(inventory, namespace_names, suite.claims)}})
+        test["clusterResources"] = ["cluster.yaml"]
         results = []
         for case in suite.cases:
             for policy in POLICIES_FOR[case.kind]:
+                expected = ("error" if case.error else "fail") if policy == case.deny else "pass"
                 result: dict[str, Any] = {
                     "policy": policy,
                     "kind": case.kind,
                     "resources": [f"{case.namespace}/{case.name}"],
-                    "result": "fail" if policy == case.deny else "pass",
+                    "result": expected,
                     FLAG[kinds[policy]]: True,
                 }
                 if case.operation != "CREATE":  # CREATE is the CLI's default run
                     result["operation"] = case.operation
                 if kinds[policy] == "MutatingPolicy" and not case.outside:
-                    # Mutated exactly as expected, or not at all.
+                    # Mutated exactly as expected (after all mutating policies), or not at all.
                     patched = f"patched/{case.index:03d}-{case.name}.yaml"
-                    expected = (yaml.safe_load((HERE / "patched" / case.mutate).read_text()) if case.mutate
-                                else objects[case.key])
-                    dump(directory / patched, expected)
+                    want = (yaml.safe_load((HERE / "patched" / case.mutate).read_text()) if case.mutate
+                            else objects[case.key])
+                    dump(directory / patched, want, images=images)
                     result["patchedResources"] = patched
                 results.append(result)
                 suite.expected.append((case, policy))
@@ -295,6 +325,83 @@ def trainer_crds() -> Path:
 
 
 @pytest.fixture(scope="session")
+def crds(trainer_crds) -> list[Path]:
+    """The Trainer CRDs and JobSet's, from the pinned modules."""
+    directory = module_dir("sigs.k8s.io/jobset", pin("JOBSET"))
+    jobset = directory / "config" / "components" / "crd" / "bases" / "jobset.x-k8s.io_jobsets.yaml" if directory else None
+    if jobset is None or not jobset.is_file():
+        message = f"the JobSet {pin('JOBSET')} CRD is not in the Go module cache (tools/module-dir.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this check: {message}")
+        pytest.skip(message + "; run `make tools`")
+    return [trainer_crds / f"trainer.kubeflow.org_{crd}.yaml" for crd in TRAINER_CRDS] + [jobset]
+
+
+REGISTRY_SOURCE = HERE / "registry" / "main.go"
+
+
+def go_program(source: Path, module: str, requires: list[str], tmp_path_factory) -> Path:
+    """A one-file Go program built against pinned modules, cached by source hash under $GPUGEN_CACHE/bin."""
+    import hashlib
+    import shutil
+
+    digest = hashlib.sha256(source.read_bytes() + " ".join(requires).encode()).hexdigest()[:12]
+    binary = cache_dir() / "bin" / f"{source.parent.name}-{digest}"
+    if binary.is_file():
+        return binary
+    if shutil.which("go") is None:
+        message = f"building {source} needs the Go toolchain"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this check: {message}")
+        pytest.skip(message)
+    work = tmp_path_factory.mktemp(source.parent.name)
+    shutil.copy(source, work / "main.go")
+    _go(["mod", "init", module], work)
+    for require in requires:
+        _go(["mod", "edit", f"-require={require}"], work)
+    _go(["mod", "tidy"], work)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."], work)
+    os.replace(str(binary) + ".tmp", binary)
+    return binary
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/policies/registry):
+    placeholder -> value for the test objects (REGISTRY, DIGEST_<TAG>)."""
+    import threading
+
+    binary = go_program(REGISTRY_SOURCE, "gpugen.local/test-registry",
+                        [f"github.com/google/go-containerregistry@{pin('GGCR')}"], tmp_path_factory)
+    process = subprocess.Popen([str(binary), "-user", REGISTRY_USER, "-password", REGISTRY_PASSWORD],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(120, process.kill)  # never wait forever for the images to be pushed
+    watchdog.start()
+    try:
+        values: dict[str, str] = {}
+        for line in process.stdout:
+            word, *rest = line.split()
+            if word == "DIGEST":
+                repo_tag, digest = rest
+                values["DIGEST_" + repo_tag.split(":")[-1].upper().replace("-", "_")] = digest
+            elif word == "ADDR":
+                values[REGISTRY] = rest[0]
+                break
+        watchdog.cancel()
+        assert REGISTRY in values, f"the registry did not start: {process.stderr.read()}"
+        yield values
+    finally:
+        watchdog.cancel()
+        process.stdin.close()  # the registry serves until its stdin closes
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
 def inventories() -> dict[str, Inventory]:
     return {name: load_inventory(path) for name, path in INVENTORIES.items()}
 
@@ -318,14 +425,24 @@ def case_objects(inventories) -> dict[tuple[str, str, str], dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def run(tmp_path_factory, inventories, case_objects, trainer_crds) -> Run:
+def run(tmp_path_factory, inventories, case_objects, crds, registry) -> Run:
     binary = require_tool(kyverno_path(), f"kyverno CLI {pin('KYVERNO')}", "run `make tools` (tools/build.sh kyverno)")
-    root = tmp_path_factory.mktemp("kyverno-suites")
-    suites = build_suites(root, inventories, case_objects, trainer_crds)
-    done = subprocess.run([binary, "test", str(root), "--output-format", "json", "--detailed-results",
-                           "--remove-color"], capture_output=True, text=True, timeout=600)
-    stdout = done.stdout + done.stderr
-    rows = parse_output(done.stdout)
+    suites, rows, stdout, returncode = {}, {}, "", 0
+    for credentials in (False, True):
+        root = tmp_path_factory.mktemp("kyverno-suites-creds" if credentials else "kyverno-suites")
+        cases = [case for case in CASES if case.credentials == credentials]
+        suites.update(build_suites(root, inventories, case_objects, crds, cases, images=registry))
+        # The CLI reads registry credentials with go-containerregistry's default keychain (DOCKER_CONFIG).
+        docker = tmp_path_factory.mktemp("docker-config")
+        if credentials:
+            auth = base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode()
+            (docker / "config.json").write_text(json.dumps({"auths": {registry[REGISTRY]: {"auth": auth}}}))
+        done = subprocess.run([binary, "test", str(root), "--output-format", "json", "--detailed-results",
+                               "--remove-color"], capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "DOCKER_CONFIG": str(docker)})
+        stdout += done.stdout + done.stderr
+        rows.update(parse_output(done.stdout))
+        returncode = returncode or done.returncode
     by_case: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for name, suite in suites.items():
         got = rows.get(name, [])
@@ -333,7 +450,7 @@ def run(tmp_path_factory, inventories, case_objects, trainer_crds) -> Run:
             f"suite {name}: {len(suite.expected)} results expected, the CLI reported {len(got)}\n{stdout[-5000:]}")
         for (case, policy), row in zip(suite.expected, got):
             by_case[case.index].append((policy, row))
-    return Run(suites, rows, stdout, done.returncode, by_case)
+    return Run(suites, rows, stdout, returncode, by_case)
 
 
 # --- the checks -------------------------------------------------------------------------------------------
@@ -343,9 +460,12 @@ def test_every_suite_ran_and_the_cli_reports_no_failure(run):
     assert set(run.rows) == set(run.suites), run.stdout[-5000:]
     failed = [(suite, row) for suite, rows in run.rows.items() for row in rows if row["RESULT"] != "Pass"]
     assert not failed, "\n".join(f"{suite}: {row}" for suite, row in failed)
-    total = sum(len(suite.expected) for suite in run.suites.values())
+    # One CLI run without registry credentials, one with.
+    totals = [sum(len(suite.expected) for suite in run.suites.values() if suite.credentials == credentials)
+              for credentials in (False, True)]
     summary = [line for line in run.stdout.splitlines() if line.startswith("Test Summary")]
-    assert summary == [f"Test Summary: {total} tests passed and 0 tests failed"], (summary, run.stdout[-3000:])
+    assert summary == [f"Test Summary: {total} tests passed and 0 tests failed" for total in totals], (
+        summary, run.stdout[-3000:])
     assert run.returncode == 0, run.stdout[-5000:]
 
 
@@ -374,12 +494,16 @@ def test_case(run, case):
 def test_enough_bypass_attempts_and_legitimate_objects():
     denied = [case for case in CASES + UPDATES if case.deny]
     legitimate = [case for case in CASES + UPDATES if case.legitimate]
-    assert len(denied) >= 30, len(denied)
-    assert len(legitimate) >= 15, len(legitimate)
+    assert len(denied) >= 60, len(denied)
+    assert len(legitimate) >= 25, len(legitimate)
     # Every policy is shown to deny (or mutate) and to let legitimate objects through.
-    for policy in (kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.GPU_PODS, kyverno.IMAGE_ARCH):
-        assert any(case.deny == policy for case in CASES), policy
+    for policy in (kyverno.CLAIMS, kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.OWNERSHIP,
+                   kyverno.GPU_PODS, kyverno.GPU_VISIBILITY, kyverno.IMAGE_ARCH):
+        assert any(case.deny == policy and not case.error for case in CASES), policy
     assert any(case.mutate for case in CASES)
+    # Legitimate objects of every kind: plain Jobs, notebook-like Pods, CPU-only jobs, registry images.
+    assert {case.kind for case in legitimate} >= {"TrainJob", "Job", "Pod", "JobSet"}
+    assert sum(1 for case in legitimate if "REGISTRY" in json.dumps(case_resources().get(case.key, {}))) >= 4
     # Placement: each field, on CREATE and on UPDATE.
     for fieldname in kyverno.PLACEMENT_FIELDS:
         ops = {case.operation for case in denied if f"remove {fieldname} from spec.runtimePatches" in case.message}
@@ -400,10 +524,10 @@ def test_sdk_trainjobs_are_what_the_sdk_builds(case_objects):
 
 
 @pytest.mark.tools
-def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_objects, trainer_crds):
+def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_objects, crds, registry):
     """An expectation the policies do not meet must fail in the CLI: the harness cannot pass vacuously."""
     (case,) = [c for c in CASES if c.key == ("TrainJob", "vision-lab", "torch-distributed") and c.inventory == "flame"]
-    (suite,) = build_suites(tmp_path, inventories, case_objects, trainer_crds, [case]).values()
+    (suite,) = build_suites(tmp_path, inventories, case_objects, crds, [case], images=registry).values()
     test_file = tmp_path / suite.name / "kyverno-test.yaml"
     test = yaml.safe_load(test_file.read_text())
     (result,) = [r for r in test["results"] if r["policy"] == kyverno.RUNTIME]
@@ -413,7 +537,7 @@ def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_ob
                           capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "Want pass, got fail" in done.stdout
-    assert "Test Summary: 3 tests passed and 1 tests failed" in done.stdout
+    assert f"Test Summary: {len(POLICIES_FOR['TrainJob']) - 1} tests passed and 1 tests failed" in done.stdout
 
 
 # --- UPDATEs with a real oldObject, through Kyverno's CEL engine ----------------------------------------------

@@ -94,9 +94,9 @@ build_tool() {
     etcd) build etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler)
       build "$1" k8s.io/kubernetes "k8s.io/kubernetes/cmd/$1" "$(k8s_ldflags)" ;;
-    kyverno) build kyverno github.com/kyverno/kyverno github.com/kyverno/kyverno/cmd/cli/kubectl-kyverno "-s -w" ;;
+    kyverno) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno cmd/cli/kubectl-kyverno ;;  # patched: see tools/kyverno.sh
     # Kyverno's admission controller (webhooks, policy engine), for the simulated cluster.
-    kyverno-controller) build kyverno-controller github.com/kyverno/kyverno github.com/kyverno/kyverno/cmd/kyverno "-s -w" ;;
+    kyverno-controller) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno-controller cmd/kyverno ;;  # ditto
     kueue) build kueue sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue \
       "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" ;;
     # JobSet's module root package is its controller's main.

@@ -34,7 +34,7 @@ copy_crds sigs.k8s.io/kueue "$KUEUE_VERSION" 'config/components/crd/bases/kueue.
 copy_crds sigs.k8s.io/jobset "$JOBSET_VERSION" 'config/components/crd/bases/jobset.x-k8s.io_*.yaml'
 copy_crds github.com/kyverno/kyverno "$KYVERNO_VERSION" 'config/crds/policies.kyverno.io/policies.kyverno.io_*.yaml'
 # argo-cd's module needs a newer Go to extract; module-dir.sh unpacks its verified zip.
-copy_crds github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" 'manifests/crds/application-crd.yaml'
+copy_crds github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" 'manifests/crds/application-crd.yaml' 'manifests/crds/appproject-crd.yaml'
 
 # mv of a directory onto a missing name is atomic; if a concurrent run won the race, keep theirs.
 mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"

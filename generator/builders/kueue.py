@@ -126,6 +126,8 @@ def manager_configuration(inventory: Inventory) -> dict[str, Any]:
     return {
         "apiVersion": CONFIG_API_VERSION,
         "kind": "Configuration",
+        # Kueue defaults this to kueue-system; its webhook certificate Secret and leader-election Lease live here.
+        "namespace": kueue.namespace,
         "health": {"healthProbeBindAddress": ":8081"},
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},

@@ -1,25 +1,27 @@
 """Edit gpu_classes.yaml in place, keeping its comments, key order and layout (ruamel.yaml round-trip).
 
 Each edit is a pure function on the round-trip document; `apply_edit` validates the edited text exactly as a
-render would and refuses to write an invalid inventory.
+render would and refuses to write an invalid inventory. ruamel re-formats what it writes (indentation, flow
+spacing, line endings); `edit_text` therefore applies only the lines the edit changed to the original text,
+so every other line stays byte for byte as it was (CRLF files stay CRLF).
 """
 
 from __future__ import annotations
 
 import io
-import os
-import tempfile
+import re
 import warnings
 from collections.abc import Callable
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
-from ruamel.yaml.util import load_yaml_guess_indent
 
-from generator.inventory.load import load_inventory_text
+from generator.inventory.load import decode_inventory, load_inventory_text, read_inventory_bytes
+from generator.write import output_lock, remove_leftovers, resolve_output, write_file_atomically
 
 Edit = Callable[[CommentedMap], None]
 
@@ -143,40 +145,153 @@ def _quantity(text: str) -> int | str:
     return int(text) if text.isdigit() else text
 
 
-def _yaml(indent: int, block_seq_indent: int | None) -> YAML:
+def _yaml(mapping: int, sequence: int, offset: int) -> YAML:
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap a person's long lines
-    offset = block_seq_indent or 0
-    yaml.indent(mapping=indent, sequence=indent + offset, offset=offset)
+    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
     return yaml
 
 
-def edit_text(text: str, edit: Edit) -> str:
-    _, indent, block_seq_indent = load_yaml_guess_indent(text)
-    yaml = _yaml(indent or 2, block_seq_indent)
+_KEY_LINE = re.compile(r"^( *)[^\s#-][^#]*:\s*(#.*)?$")
+_CHILD_LINE = re.compile(r"^( *)(- )?\S")
+
+
+def _guess_indent(text: str) -> tuple[int, int, int]:
+    """(mapping indent, sequence indent, dash offset) as the file's block collections use them most often.
+    ruamel's own guess takes one sequence's indentation for the mappings' too (`- x` at 4 under a key at 0
+    made every mapping 4-indented), which rewrote every line of the file."""
+    mapping: dict[int, int] = {}
+    offsets: dict[int, int] = {}
+    lines = text.split("\n")
+    for index, line in enumerate(lines[:-1]):
+        parent = _KEY_LINE.match(line)
+        if not parent:
+            continue
+        for child in lines[index + 1:]:
+            if not child.strip() or child.lstrip().startswith("#"):
+                continue
+            found = _CHILD_LINE.match(child)
+            step = len(found.group(1)) - len(parent.group(1))
+            if step >= 0 and found.group(2):
+                offsets[step] = offsets.get(step, 0) + 1
+            elif step > 0:
+                mapping[step] = mapping.get(step, 0) + 1
+            break
+    indent = max(mapping, key=lambda k: (mapping[k], -k)) if mapping else 2
+    offset = max(offsets, key=lambda k: (offsets[k], -k)) if offsets else 0
+    return indent, offset + 2 if offset else indent, offset
+
+
+def _round_trip(text: str, edit: Edit | None) -> str:
+    yaml = _yaml(*_guess_indent(text))
     document = yaml.load(text)  # with preserve_quotes, so "yes" stays quoted
     if not isinstance(document, CommentedMap):
         raise EditRefused("the inventory is not a mapping")
-    edit(document)
+    if edit is not None:
+        edit(document)
     out = io.StringIO()
     yaml.dump(document, out)
     return out.getvalue()
 
 
+def _reapply(original: list[str], before: list[str], after: list[str]) -> list[str]:
+    """The edit as ruamel made it (`before` -> `after`, both ruamel's own rendering) applied to the original
+    lines: every line outside the edited regions is copied from the original byte for byte, even where
+    ruamel would have re-formatted it. A region grows until it starts and ends at lines ruamel kept exactly."""
+    kept: dict[int, int] = {}  # before index -> original index of the same line
+    for tag, i1, i2, j1, _ in SequenceMatcher(None, before, original, autojunk=False).get_opcodes():
+        if tag == "equal":
+            kept.update((i1 + k, j1 + k) for k in range(i2 - i1))
+    hunks = [(i1, i2, k1, k2) for tag, i1, i2, k1, k2 in
+             SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if tag != "equal"]
+    if not hunks:
+        return original
+    opcodes = SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+
+    def in_after(boundary: int, last: bool) -> int:
+        """Where a boundary between `before` lines falls in `after` (not inside a hunk, by construction)."""
+        found = [k1 + (boundary - i1) if tag == "equal" else (k2 if last else k1)
+                 for tag, i1, i2, k1, k2 in opcodes if i1 <= boundary <= i2 and (tag == "equal" or boundary in (i1, i2))]
+        return max(found) if last else min(found)
+
+    regions: list[list[int]] = []
+    for i1, i2, _, _ in hunks:
+        start, end = i1, i2
+        while True:
+            widened = (start, end)
+            while start > 0 and (start - 1) not in kept:
+                start -= 1
+            while end < len(before) and end not in kept:
+                end += 1
+            for h1, h2, _, _ in hunks:  # never cut through another hunk
+                if h1 < start < h2:
+                    start = h1
+                if h1 < end < h2:
+                    end = h2
+            if (start, end) == widened:
+                break
+        if regions and start <= regions[-1][1]:
+            regions[-1][1] = max(regions[-1][1], end)
+        else:
+            regions.append([start, end])
+    result: list[str] = []
+    copied = 0  # original lines copied so far
+    for start, end in regions:
+        from_line = kept[start - 1] + 1 if start > 0 else 0
+        to_line = kept[end] if end < len(before) else len(original)
+        result += original[copied:from_line]
+        result += after[in_after(start, False):in_after(end, True)]
+        copied = to_line
+    return result + original[copied:]
+
+
+def edit_text(text: str, edit: Edit) -> str:
+    """`text` with the edit applied; lines the edit does not touch stay as they were, line endings included."""
+    newline = "\r\n" if text.count("\r\n") * 2 > text.count("\n") else "\n"
+    original = text.splitlines(keepends=True)
+    bare = [line.rstrip("\r\n") for line in original]
+    plain = "\n".join(bare) + ("\n" if text.endswith("\n") else "")  # ruamel reads LF; CR is put back below
+    before = _round_trip(plain, None).split("\n")
+    after = _round_trip(plain, edit).split("\n")
+    if before and before[-1] == "" and after and after[-1] == "":
+        before, after = before[:-1], after[:-1]
+    # Compared without line endings; lines copied from the original keep theirs, new lines get the file's
+    # dominant one.
+    merged = _reapply(bare, before, after)
+    kept_positions = _kept_original_positions(bare, merged)
+    out = [original[kept_positions[index]] if index in kept_positions else line + newline
+           for index, line in enumerate(merged)]
+    if out and not text.endswith(("\n", "\r")) and (len(merged) - 1) not in kept_positions:
+        out[-1] = out[-1][:-len(newline)]
+    return "".join(out)
+
+
+def _kept_original_positions(bare: list[str], merged: list[str]) -> dict[int, int]:
+    """merged index -> original index for the lines copied from the original."""
+    positions: dict[int, int] = {}
+    for tag, i1, i2, j1, _ in SequenceMatcher(None, merged, bare, autojunk=False).get_opcodes():
+        if tag == "equal":
+            positions.update((i1 + k, j1 + k) for k in range(i2 - i1))
+    return positions
+
+
 def apply_edit(path: Path, edit: Edit) -> str:
-    """Edit the file at `path`; write it only if the result is a valid inventory. Returns the new text."""
-    original = path.read_text(encoding="utf-8")
-    # Validate the starting point too: editing a broken file would blame the edit for old problems.
-    load_inventory_text(original, str(path))
-    edited = edit_text(original, edit)
-    load_inventory_text(edited, f"{path} (after the edit)")
-    if edited != original:
-        fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(edited)
-        os.chmod(staging, path.stat().st_mode & 0o777)
-        os.replace(staging, path)
+    """Edit the file at `path` (through a symlink: the link stays, its target is edited); write it only if
+    the result is a valid inventory. Returns the new text.
+
+    Under the same lock as a render, so two edits cannot lose one another's change. The file is replaced
+    through write.write_file_atomically: same mode, and no temporary file left on any failure."""
+    target = resolve_output(path)
+    with output_lock([target]):
+        remove_leftovers(target)
+        original = decode_inventory(read_inventory_bytes(target), str(path))
+        # Validate the starting point too: editing a broken file would blame the edit for old problems.
+        load_inventory_text(original, str(path))
+        edited = edit_text(original, edit)
+        load_inventory_text(edited, f"{path} (after the edit)")
+        if edited != original:
+            write_file_atomically(target, edited.encode("utf-8"))
     return edited
 
 

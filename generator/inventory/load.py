@@ -38,6 +38,7 @@ MAX_NODES = 400_000  # scalars, mappings and sequences, every alias counted as t
 MAX_STRING = 4096  # characters in any single-line string (keys included)
 MAX_TEXT = 65_536  # characters in a multi-line field (descriptions), far below Kubernetes' 256 KiB of annotations
 MULTILINE_FIELDS = frozenset({"description"})
+MAX_ENTRIES = 20_000  # classes + groups + namespaces: bounds the number of rendered objects before building them
 
 Loc = tuple[str | int, ...]
 Loc = tuple[str | int, ...]
@@ -135,8 +136,8 @@ def _key(key_node: yaml.Node, loader: "_InventoryLoader") -> Any:
 
 # Control characters, DEL, C1 controls and Unicode line/paragraph separators: invisible in review, refused by
 # the API server or silently different from what was meant. \t and \n are allowed only in multi-line fields.
-_NOT_ON_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_NOT_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_NOT_ON_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NOT_IN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _check_string(text: str, multiline: bool, node: yaml.Node, loc: Loc, what: str = "value") -> None:
@@ -335,11 +336,77 @@ def _schema_problems(path: str, error: ValidationError, positions: _Positions) -
     return [Problem(path, *positions.find(loc), field_path(loc), "; or ".join(texts)) for loc, texts in reasons.items()]
 
 
+# Characters YAML allows in a stream (YAML 1.1, 5.1); anything else is refused here, at its line.
+_NOT_YAML = re.compile(r"[^\x09\x0a\x0d -~\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+def decode_inventory(data: bytes, path: str) -> str:
+    """UTF-8 text of YAML-allowed characters, or InventoryInvalid at the line of the first bad byte."""
+    if len(data) > MAX_INPUT_BYTES:
+        raise InventoryInvalid([Problem(path, 1, 1, "(file)", f"larger than {MAX_INPUT_BYTES:,} bytes; an inventory "
+                                        "is far smaller (the national-scale example is 0.8 MB)")])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        good = data[:exc.start].decode("utf-8")
+        line, column = _line_column(good, len(good))
+        raise InventoryInvalid([Problem(path, line, column, "(file)",
+                                        f"not UTF-8: byte 0x{data[exc.start]:02x} cannot start or continue a "
+                                        "character here; save the file as UTF-8")]) from None
+    return _check_characters(text, path)
+
+
+def _check_characters(text: str, path: str) -> str:
+    bad = _NOT_YAML.search(text)
+    if bad:
+        line, column = _line_column(text, bad.start())
+        raise InventoryInvalid([Problem(path, line, column, "(file)",
+                                        f"character U+{ord(bad.group()):04X} is not allowed in YAML")])
+    return text
+
+
+def read_inventory_bytes(path: Path) -> bytes:
+    """At most MAX_INPUT_BYTES + 1 bytes of the file: an endless input (/dev/zero, a pipe) is cut short and
+    refused as too large, never loaded whole. A FIFO without a writer reads as empty instead of blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        chunks, size = [], 0
+        while size <= MAX_INPUT_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_INPUT_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def parse_inventory(text: str, path: str) -> tuple[Any, _Positions]:
+    if len(text) > MAX_INPUT_BYTES:  # characters >= bytes / 4; the byte limit was checked on reading
+        raise InventoryInvalid([Problem(path, 1, 1, "(file)", f"larger than {MAX_INPUT_BYTES:,} characters")])
+    _check_characters(text, path)
+    loader = _InventoryLoader(text)
+    try:
+        _check_shape(loader)
+    except yaml.MarkedYAMLError:
+        pass  # a syntax error: the composer below reports it with its position
+    except _DocumentError as exc:
+        raise InventoryInvalid([Problem(path, *exc.where, exc.field, exc.reason)]) from None
+    finally:
+        loader.dispose()
     loader = _InventoryLoader(text)
     try:
         node = loader.get_single_node()
-        document = _document(node, loader)
+        document = _Builder(loader).build(node)
         positions = _Positions(node, loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -347,9 +414,9 @@ def parse_inventory(text: str, path: str) -> tuple[Any, _Positions]:
         reason = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
         raise InventoryInvalid([Problem(path, line, column, "(document)", f"YAML: {reason}")]) from None
     except yaml.YAMLError as exc:
-        raise InventoryInvalid([Problem(path, 1, 1, "(document)", f"YAML: {exc}")]) from None
+        raise InventoryInvalid([Problem(path, 1, 1, "(document)", f"YAML: {' '.join(str(exc).split())}")]) from None
     except _DocumentError as exc:
-        raise InventoryInvalid([Problem(path, *exc.where, "(document)", f"YAML: {exc.reason}")]) from None
+        raise InventoryInvalid([Problem(path, *exc.where, exc.field, exc.reason)]) from None
     finally:
         loader.dispose()
     return document, positions
@@ -360,10 +427,10 @@ def load_inventory(path: str | Path) -> Inventory:
     path = Path(path)
     shown = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InventoryInvalid([Problem(shown, 1, 1, "(file)", f"cannot read: {exc}")]) from None
-    return load_inventory_text(text, shown)
+        data = read_inventory_bytes(path)
+    except OSError as exc:
+        raise InventoryInvalid([Problem(shown, 1, 1, "(file)", f"cannot read: {exc.strerror or exc}")]) from None
+    return load_inventory_text(decode_inventory(data, shown), shown)
 
 
 def load_inventory_text(text: str, path: str = "<inventory>") -> Inventory:
@@ -378,6 +445,12 @@ def load_inventory_text(text: str, path: str = "<inventory>") -> Inventory:
         inventory = Inventory.model_validate(document)
     except ValidationError as exc:
         raise InventoryInvalid(_schema_problems(path, exc, positions)) from None
+    entries = (len(inventory.classes) + len(inventory.groups)
+               + sum(len(group.namespaces) for group in inventory.groups.values()))
+    if entries > MAX_ENTRIES:  # checked before anything is built: each entry becomes one or more objects
+        raise InventoryInvalid([Problem(path, *positions.find(("groups",)), "groups", (
+            f"{entries:,} classes, groups and namespaces in all; gpugen renders at most {MAX_ENTRIES:,} "
+            "(the national-scale example has 8,064)"))])
     problems = [Problem(path, *positions.find(loc), field_path(loc), reason) for loc, reason in check_inventory(inventory)]
     if problems:
         raise InventoryInvalid(problems)

@@ -29,15 +29,15 @@ _IMAGE = re.compile(
 
 def _label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
         raise ValueError(f"label key {key!r}: prefix must be a DNS subdomain")
-    if len(name) > 63 or not _LABEL_NAME.match(name):
+    if len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         raise ValueError(f"label key {key!r}: name must be at most 63 alphanumerics, '-', '_' or '.'")
     return key
 
 
 def _label_value(value: str) -> str:
-    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+    if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
         raise ValueError(f"label value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'")
     return value
 
@@ -57,7 +57,7 @@ def _not_a_float(value: object) -> object:
 
 
 def _image(ref: str) -> str:
-    match = _IMAGE.match(ref)
+    match = _IMAGE.fullmatch(ref)  # fullmatch: `$` alone would accept a trailing newline
     if not match:
         raise ValueError(f"{ref!r} is not a well-formed image reference (registry/path:tag or @sha256:...)")
     if match["digest"] is None:

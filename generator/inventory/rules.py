@@ -32,11 +32,31 @@ def check_inventory(inventory: Inventory) -> list[Finding]:
 def _findings(inventory: Inventory) -> list[Finding]:
     return [
         *_check_cluster(inventory),
+        *_check_components(inventory),
         *_check_classes(inventory),
         *_check_groups(inventory),
         *_check_access(inventory),
         *_check_capacity(inventory),
+        *_check_file_names(inventory),
     ]
+
+
+# Linux NAME_MAX: each object is written to <name>.yaml (or <namespace>.<name>.yaml); a name valid for Kubernetes
+# (253 characters) must still fit. limits.py checks every rendered path again, without a line to point at.
+_MAX_STEM = 255 - len(".yaml")
+
+
+def _check_file_names(inventory: Inventory) -> Iterator[Finding]:
+    for name, gpu_class in inventory.classes.items():
+        flavor = flavor_name(name, gpu_class)
+        if len(flavor.encode()) > _MAX_STEM:
+            where = ("classes", name) + (("flavor",) if gpu_class.flavor else ())
+            yield where, f"flavor name is {len(flavor)} characters: its file {flavor[:20]}....yaml would pass the " \
+                         f"255-byte file-name limit; use at most {_MAX_STEM}"
+    for name in inventory.groups:
+        if len(name.encode()) > _MAX_STEM:
+            yield ("groups", name), f"group name is {len(name)} characters: its ClusterQueue file would pass the " \
+                                    f"255-byte file-name limit; use at most {_MAX_STEM}"
 
 
 def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
@@ -56,6 +76,29 @@ def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
     for which in ("home", "workspace"):
         if getattr(storage, which).mountPath in RESERVED_MOUNT_PATHS:
             yield ("cluster", "storage", which, "mountPath"), "/dev/shm is the runtimes' memory-backed shared memory"
+
+
+# What the rendered tree needs from each component (its CRDs, its webhooks and controller).
+COMPONENT_NEEDS = {
+    "kyverno": "the ValidatingPolicy/MutatingPolicy CRDs and admission webhooks that enforce the guardrails",
+    "jobset": "the JobSet CRD and controller every TrainJob runs through",
+    "trainer": "the ClusterTrainingRuntime/TrainJob CRDs and the Trainer controller",
+    "kueue": "the ResourceFlavor/ClusterQueue/LocalQueue CRDs and the Kueue controller",
+}
+
+
+def _check_components(inventory: Inventory) -> Iterator[Finding]:
+    components = inventory.cluster.components
+    for name, needs in COMPONENT_NEEDS.items():
+        component = getattr(components, name)
+        if not component.install and not component.existing:
+            yield ("cluster", "components", name, "install"), (
+                f"{name} is not installed and no existing installation is declared, but the rendered tree needs "
+                f"{needs}: set install: true, or existing: true if the cluster already runs it")
+        if component.install and component.existing:
+            yield ("cluster", "components", name, "existing"), (
+                f"{name}: existing: true declares an installation gpugen does not manage; with install: true gpugen "
+                "would install a second one. Choose one")
 
 
 def _check_classes(inventory: Inventory) -> Iterator[Finding]:

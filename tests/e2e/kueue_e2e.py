@@ -9,9 +9,11 @@ This is deliberately not a conftest.py: the tests in tests/ do `from conftest im
 tests/e2e/conftest.py (collected before them, "e2e" < "test_*") would shadow tests/conftest.py.
 
 What runs for real: kube-apiserver with the Trainer, JobSet, Kueue (and Kyverno, Argo CD) CRDs; the Kueue
-controller built from its Go module (tools/build.sh) with the configuration in tools/kueue-config/, its
-admission webhooks registered from the module's own config/components/webhook manifests (service
-references turned into a loopback URL + caBundle). What does not run: kube-controller-manager (no garbage
+controller built from its Go module (tools/build.sh), configured, identified and authorised exactly as the
+rendered Kueue Application installs it: its Configuration, Deployment arguments, RBAC and admission webhook
+configurations come from `helm template` of the pinned chart with the rendered values (tests/platform/charts.py),
+with only local-process adaptations (local_process_config; Service references turned into a loopback URL +
+caBundle). What does not run: kube-controller-manager (no garbage
 collector, no Job pods), kube-scheduler, nodes, the Trainer and JobSet controllers, Kyverno. Kueue needs
 none of them to admit or hold workloads against quota.
 """
@@ -36,11 +38,12 @@ import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-KUEUE_CONFIG = REPO / "tools" / "kueue-config" / "configuration.yaml"
 
 # tests/validation is a package under tests/ (tests/conftest.py also puts tests/ on sys.path).
 sys.path.insert(0, str(REPO / "tests"))
 from validation import validation_support as vs  # noqa: E402
+import argo_sync  # noqa: E402  (tests/platform)
+import charts  # noqa: E402  (tests/platform)
 from validation.control_plane import (  # noqa: E402
     ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, stop_process,
     write_kubeconfig)
@@ -114,11 +117,11 @@ class Api:
                             timeout=60)
         return r
 
-    def delete(self, api_version, kind, name, namespace=None):
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
         # Background: nothing here runs the garbage collector, and the orphan default for Jobs would leave
-        # an `orphan` finalizer only the GC removes.
+        # an `orphan` finalizer only the GC removes (likewise Foreground's foregroundDeletion finalizer).
         r = self.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
-                             json={"propagationPolicy": "Background"}, timeout=60)
+                             json={"propagationPolicy": propagation}, timeout=60)
         assert r.status_code in (200, 202, 404), f"DELETE {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
 
     def delete_all(self, api_version, kind, namespace):
@@ -152,68 +155,82 @@ def kueue_embedded_trainer_version() -> str:
     return m.group(1)
 
 
-def kueue_webhook_configurations(module_dir: pathlib.Path, base_url: str, ca_pem: bytes) -> list[dict]:
-    """Kueue's webhook configurations as its kustomize overlay would make them, pointed at base_url.
+def bootstrap_applications() -> list[dict]:
+    return [a for a in (vs.load_one(f) for f in sorted((vs.bootstrap_dir() / "platform").rglob("*.yaml")))
+            if a["kind"] == "Application"]
 
-    Source: config/components/webhook/{manifests,kustomization}.yaml of the pinned module. The kustomization
-    patches a namespaceSelector (not kube-system/kueue-system) onto vpod.kb.io and copies it onto every job
-    webhook (`replacements`); config/default adds the `kueue-` name prefix. The Service reference becomes
-    `url:` + caBundle, since Kueue runs as a local process."""
-    webhook_dir = module_dir / "config" / "components" / "webhook"
-    docs = [d for d in yaml.safe_load_all((webhook_dir / "manifests.yaml").read_text()) if d]
-    kustomization = yaml.safe_load((webhook_dir / "kustomization.yaml").read_text())
-    name_in = re.compile(r"webhooks\.\[name=([^\]]+)\]\.namespaceSelector")
-    selectors: dict[tuple[str, str], Any] = {}
-    for p in kustomization.get("patches", []):
-        patch = yaml.safe_load(p["patch"])
-        for hook in patch.get("webhooks", []):
-            if "namespaceSelector" in hook:
-                selectors[(patch["kind"], hook["name"])] = hook["namespaceSelector"]
-    for rep in kustomization.get("replacements", []):
-        source = rep["source"]
-        selector = selectors[(source["kind"], name_in.fullmatch(source["fieldPath"]).group(1))]
-        for target in rep["targets"]:
-            for path in target["fieldPaths"]:
-                selectors[(target["select"]["kind"], name_in.fullmatch(path).group(1))] = selector
-    assert selectors, "no namespaceSelector found in Kueue's webhook kustomization: upstream layout changed?"
+
+def gpugen_application() -> dict:
+    """The rendered Application that syncs rendered/ (the one with a directory source)."""
+    (app,) = [a for a in bootstrap_applications() if "directory" in a["spec"]["source"]]
+    return app
+
+
+def kueue_application() -> dict:
+    """The rendered Argo CD Application that installs Kueue (bootstrap/platform)."""
+    (app,) = [a for a in bootstrap_applications() if a["metadata"].get("labels", {}).get("gpugen/component") == "kueue"]
+    return app
+
+
+@functools.cache
+def kueue_chart_objects() -> tuple[dict, ...]:
+    """What Argo CD applies for the Kueue Application: `helm template` of the pinned chart with its values."""
+    try:
+        return tuple(charts.helm_template(kueue_application()))
+    except FileNotFoundError as e:
+        vs.unavailable(str(e))
+
+
+def from_chart(kind: str) -> list[dict]:
+    return [o for o in kueue_chart_objects() if o["kind"] == kind]
+
+
+def kueue_manager_config() -> tuple[dict, list[str]]:
+    """The Configuration and the arguments the chart's Deployment gives the manager container."""
+    (deployment,) = from_chart("Deployment")
+    (container,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "manager-config")
+    volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "manager-config")
+    (config_map,) = [c for c in from_chart("ConfigMap") if c["metadata"]["name"] == volume["configMap"]["name"]]
+    config = yaml.safe_load(config_map["data"][mount["subPath"]] if mount.get("subPath")
+                            else next(iter(config_map["data"].values())))
+    args = [a for a in container.get("args", []) if not a.startswith("--config")]
+    return config, args
+
+
+def kueue_webhook_configurations(base_url: str, ca_pem: bytes) -> list[dict]:
+    """The chart's webhook configurations, each Service reference turned into base_url + caBundle (Kueue runs
+    as a local process); everything else (rules, selectors, failure policies) as the chart renders it."""
     ca_bundle = base64.b64encode(ca_pem).decode()
-    for doc in docs:
-        doc["metadata"] = {"name": "kueue-" + doc["metadata"]["name"]}
+    docs = []
+    for doc in from_chart("MutatingWebhookConfiguration") + from_chart("ValidatingWebhookConfiguration"):
+        doc = json.loads(json.dumps(doc))
         for hook in doc["webhooks"]:
             service = hook["clientConfig"]["service"]
             hook["clientConfig"] = {"url": base_url + service["path"], "caBundle": ca_bundle}
-            if (doc["kind"], hook["name"]) in selectors:
-                hook["namespaceSelector"] = selectors[(doc["kind"], hook["name"])]
+        docs.append(doc)
+    assert docs, "the Kueue chart rendered no webhook configuration"
     return docs
 
 
-# Kueue's own RBAC from the module, as config/default's kustomization names it (namePrefix kueue-,
-# namespace kueue-system). Leader election is off; the rest (editor/viewer roles) is for users.
-KUEUE_RBAC_FILES = ("service_account.yaml", "role.yaml", "role_binding.yaml", "metrics_auth_role.yaml",
-                    "metrics_auth_role_binding.yaml", "manager_secrets_role.yaml", "manager_secrets_role_binding.yaml")
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
-def kueue_rbac(module_dir: pathlib.Path, namespace: str) -> list[dict]:
+def kueue_rbac(namespace: str) -> list[dict]:
+    """The chart's identity and RBAC for the controller, applied as they are."""
     out = []
-    for name in KUEUE_RBAC_FILES:
-        for doc in yaml.safe_load_all((module_dir / "config" / "components" / "rbac" / name).read_text()):
-            if not doc:
-                continue
-            doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
-            if "namespace" in doc["metadata"]:
-                doc["metadata"]["namespace"] = namespace
-            if "roleRef" in doc:
-                doc["roleRef"]["name"] = "kueue-" + doc["roleRef"]["name"]
-            for subject in doc.get("subjects", []):
-                subject["name"] = "kueue-" + subject["name"]
-                subject["namespace"] = namespace
-            out.append(doc)
+    for obj in kueue_chart_objects():
+        if obj["kind"] in RBAC_KINDS:
+            obj = json.loads(json.dumps(obj))
+            if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+                obj["metadata"].setdefault("namespace", namespace)
+            out.append(obj)
     return out
 
 
-def kueue_service_account(rbac: list[dict]) -> tuple[str, str]:
-    (sa,) = [d for d in rbac if d["kind"] == "ServiceAccount"]
-    return sa["metadata"]["namespace"], sa["metadata"]["name"]
+def kueue_service_account(namespace: str) -> tuple[str, str]:
+    (deployment,) = from_chart("Deployment")
+    return namespace, deployment["spec"]["template"]["spec"]["serviceAccountName"]
 
 
 def _client_identity(pki: pathlib.Path, out: pathlib.Path, server: str, namespace: str, name: str) -> pathlib.Path:
@@ -291,6 +308,21 @@ class Kueue:
         return True
 
 
+def local_process_config(config: dict, webhook_port: int, health_port: int, metrics_port: int,
+                         certs: pathlib.Path) -> dict:
+    """The rendered Configuration with only what a local process needs changed: loopback ports, the test's
+    webhook certificate (internal cert management would sign for the in-cluster Service name), and the
+    visibility API server off (an aggregated API server that needs an APIService and a Service in the cluster).
+    Everything the platform decides (integrations, namespaces, queue-name policy, waitForPodsReady) is kept."""
+    config = json.loads(json.dumps(config))
+    config.setdefault("webhook", {}).update(host="127.0.0.1", port=webhook_port, certDir=str(certs))
+    config.setdefault("health", {})["healthProbeBindAddress"] = f"127.0.0.1:{health_port}"
+    config.setdefault("metrics", {})["bindAddress"] = f"127.0.0.1:{metrics_port}"
+    config["internalCertManagement"] = {"enable": False}
+    config.setdefault("featureGates", {})["VisibilityOnDemand"] = False
+    return config
+
+
 def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     """The Kueue controller on `plane` (prepared: CRDs installed) as its service account, webhooks registered."""
     binary = vs.tool_bin("kueue", "KUEUE_VERSION")
@@ -303,20 +335,18 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     launcher = _metrics_cert_launcher(work, certs)
 
     webhook_port, health_port, metrics_port = free_port(), free_port(), free_port()
-    config = yaml.safe_load(KUEUE_CONFIG.read_text())
-    config["webhook"].update(host="127.0.0.1", port=webhook_port, certDir=str(certs))
-    config["health"]["healthProbeBindAddress"] = f"127.0.0.1:{health_port}"
-    config["metrics"]["bindAddress"] = f"127.0.0.1:{metrics_port}"
+    config, args = kueue_manager_config()
+    config = local_process_config(config, webhook_port, health_port, metrics_port, certs)
     config_file = work / "kueue-config.yaml"
     config_file.write_text(yaml.safe_dump(config))
 
-    r = api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config["namespace"]}})
+    namespace = kueue_application()["spec"]["destination"]["namespace"]
+    r = api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     assert r.ok, vs.message(r)
-    rbac = kueue_rbac(kueue_module_dir(), config["namespace"])
-    for obj in rbac:
+    for obj in kueue_rbac(namespace):
         r = api.apply(obj)
         assert r.ok, f"Kueue RBAC {obj['kind']} {obj['metadata']['name']}: {vs.message(r)}"
-    sa_namespace, sa_name = kueue_service_account(rbac)
+    sa_namespace, sa_name = kueue_service_account(namespace)
     identity = work / "identity"
     identity.mkdir()
     kubeconfig = _client_identity(pki, identity, kube.server, sa_namespace, sa_name)
@@ -324,7 +354,7 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     log = work / "kueue.log"
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(launcher + [str(binary), "--config", str(config_file)],
+        proc = subprocess.Popen(launcher + [str(binary), "--config", str(config_file), *args],
                                 stdout=out, stderr=subprocess.STDOUT, env=env)
     kueue = Kueue(proc, log, config, [], f"system:serviceaccount:{sa_namespace}:{sa_name}")
     try:
@@ -340,8 +370,8 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
         poll(ready, 180, "Kueue /readyz (webhook server listening)", interval=0.5)
 
         # Webhooks only once Kueue serves them: they fail closed.
-        kueue.webhooks = kueue_webhook_configurations(
-            kueue_module_dir(), f"https://127.0.0.1:{webhook_port}", (pki / "ca.crt").read_bytes())
+        kueue.webhooks = kueue_webhook_configurations(f"https://127.0.0.1:{webhook_port}",
+                                                      (pki / "ca.crt").read_bytes())
         for hook_config in kueue.webhooks:
             r = api.apply(hook_config)
             assert r.ok, f"{hook_config['metadata']['name']}: {vs.message(r)}"
@@ -391,8 +421,6 @@ def key(obj):
     return obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
 
 
-# Deleted in this order when a tree drops them (LocalQueues before their ClusterQueue before its flavor).
-PRUNE_ORDER = ["LocalQueue", "ClusterQueue", "ResourceFlavor"]
 JOB_KINDS = [("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("batch/v1", "Job")]
 
 
@@ -401,15 +429,21 @@ class Platform:
 
     def __init__(self, api: Api, kueue: Kueue):
         self.api, self.kueue = api, kueue
+        # The rendered Application's own sync options decide PruneLast, as on the cluster.
+        app_options = gpugen_application()["spec"]["syncPolicy"]["syncOptions"]
+        self.argo = argo_sync.ArgoSync(api, gpugen_application()["metadata"]["name"],
+                                       prune_last="PruneLast=true" in app_options, propagation="Background")
+        self.last_sync = None
+        self.previous_objects: list[dict] = []
         self.tree: pathlib.Path | None = None
         self.objects: list[dict] = []
         self.skipped: list[str] = []
 
     # -- tree
 
-    def namespaces(self):
+    def namespaces(self, objects=None):
         out = set()
-        for o in self.objects:
+        for o in self.objects if objects is None else objects:
             if o["kind"] == "LocalQueue":
                 out.add(o["metadata"]["namespace"])
             if o["kind"] == "ClusterQueue":
@@ -420,45 +454,41 @@ class Platform:
     def of_kind(self, kind):
         return [o for o in self.objects if o["kind"] == kind]
 
-    def use(self, tree: pathlib.Path):
-        """Make `tree` the applied tree: server-side apply its objects, prune what the previous tree had."""
+    def use(self, tree: pathlib.Path, wait_deleted: bool = True, keep_jobs: bool = False):
+        """Make `tree` the applied tree, synced as Argo CD syncs the rendered Application (tests/platform/
+        argo_sync.py: waves, PruneLast, waiting on pruned objects). The sync must succeed; with wait_deleted,
+        objects it pruned must then be gone (a ClusterQueue still reserving quota would stay terminating)."""
         tree = pathlib.Path(tree).resolve()
         if self.tree == tree:
             self.clear_jobs()
             return self
-        self.clear_jobs()
+        if not keep_jobs:
+            self.clear_jobs()
         new = tree_objects(tree)
         self.skipped = []
-        old_keys = {key(o) for o in self.objects}
-        new_keys = {key(o) for o in new}
-        stale = [o for o in self.objects if key(o) not in new_keys]
-        stale.sort(key=lambda o: PRUNE_ORDER.index(o["kind"]) if o["kind"] in PRUNE_ORDER else -1)
-        self.objects = new
+        self.previous_objects, self.objects = self.objects, new
         for ns in self.namespaces():
             r = self.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             assert r.ok, vs.message(r)
+        served = []
         for o in new:
             if not self.api.serves(o["apiVersion"], o["kind"]):
                 self.skipped.append(f"{o['kind']}/{o['metadata']['name']} ({o['apiVersion']} not served)")
                 continue
-            r = self.api.apply(o)
-            if r.status_code == 422 and "immutable" in vs.message(r) and key(o) in old_keys:
-                # e.g. a LocalQueue moved to another ClusterQueue: delete and recreate, as Argo CD must.
-                self.api.delete(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
-                poll(lambda: self.api.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
-                                          o["metadata"].get("namespace")) is None, what="recreate")
-                r = self.api.apply(o)
-            assert r.ok, f"applying {o['kind']} {o['metadata']['name']}: {r.status_code} {vs.message(r)}"
-            assert "Warning" not in r.headers, f"{o['kind']} {o['metadata']['name']}: {r.headers['Warning']}"
-        # Prune after applying, like Argo CD: a ResourceFlavor goes only once no ClusterQueue lists it
-        # (Kueue's resource-in-use finalizer holds it until then).
-        for o in stale:
-            self.api.delete(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
-            poll(lambda: self.api.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
-                                      o["metadata"].get("namespace")) is None,
-                 what=f"{o['kind']} {o['metadata']['name']} to be deleted")
+            served.append(o)
+        result = self.argo.sync(served, timeout=TIMEOUT)
+        self.last_sync = result
+        assert result.phase == "Succeeded", f"Argo CD sync {result.phase}: {result.message}: {result.waiting_on}"
+        if wait_deleted:
+            for name in result.waiting_on:
+                kind, _, obj_name = name.partition("/")
+                o = next(x for x in self.argo.last_tasks if x.obj["kind"] == kind
+                         and x.obj["metadata"]["name"] == obj_name)
+                poll(lambda: self.api.get(o.obj["apiVersion"], kind, obj_name, o.obj["metadata"].get("namespace"))
+                     is None, what=f"pruned {name} to be gone")
         self.tree = tree
-        self.wait_active()
+        if not keep_jobs:
+            self.wait_active()
         return self
 
     def queue_status(self):
@@ -489,7 +519,7 @@ class Platform:
 
     def clear_jobs(self):
         """Delete every Job/TrainJob and then their Workloads (no garbage collector runs here)."""
-        namespaces = self.namespaces()
+        namespaces = sorted(set(self.namespaces()) | set(self.namespaces(self.previous_objects)))
         for ns in namespaces:
             for api_version, kind in JOB_KINDS:
                 self.api.delete_all(api_version, kind, ns)

@@ -18,11 +18,13 @@ import subprocess
 import pytest
 import yaml
 
+import argo_sync
+import charts
 from kubeflow_sdk import train_job_from_sdk
 from kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
     GPU, KUEUE_RUNTIME_PATCH_MANAGER, QUEUE_LABEL, AdmissionReport, Api, Platform, control_plane, job_manifest,
     kueue_embedded_trainer_version, kueue_runtime_patch_selectors, poll, render, start_kueue, stop_process,
-    trainjob_manifest, vs)
+    tree_objects, trainjob_manifest, vs)
 
 from generator.inventory import load_inventory
 
@@ -374,3 +376,118 @@ def test_inventory_change_changes_admission(variant, platform, report, tmp_path)
             assert "insufficient" in d.message, d.message
         report.add(f"7 {variant}", d, note)
     print(f"\nKueue's decisions for inventory variant {variant}:\n" + report.table(report.rows[start:]))
+
+
+# ---------------------------------------------------------------- 8. syncs that finish while workloads run
+
+def _replace_gh200_with_h100(inv):
+    """Remove class gh200; its allocations move to a new amd64 class (the flavor gh200 is pruned)."""
+    gh200 = inv["classes"].pop("gh200")
+    inv["classes"]["h100"] = {**gh200, "arch": "amd64", "flavor": "h100",
+                              "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+    for group in inv["groups"].values():
+        group["allocations"]["h100"] = group["allocations"].pop("gh200")
+
+
+def _rename_gh200_flavor(inv):
+    inv["classes"]["gh200"]["flavor"] = "gh200-480gb"
+
+
+def _remove_group_b(inv):
+    del inv["groups"][B]
+
+
+# change -> (inventory edit, objects the sync prunes that must be gone while the jobs still run,
+#            objects that stay terminating until B's job ends)
+SYNC_CHANGES = {
+    "remove-class": (_replace_gh200_with_h100, [("ResourceFlavor", "gh200")], []),
+    "rename-flavor": (_rename_gh200_flavor, [("ResourceFlavor", "gh200")], []),
+    "remove-group": (_remove_group_b, [("LocalQueue", "default")], [("ClusterQueue", B)]),
+}
+
+
+def _variant_tree(tmp_path, change):
+    inventory = _edit(yaml.safe_load((REPO / "gpu_classes.yaml").read_text()), change)
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return render(tmp_path / "inventory.yaml", tmp_path / "out")
+
+
+def _admit_one_job_per_group(platform):
+    jobs = [platform.submit(trainjob_manifest("running-a", A_NS)), platform.submit(trainjob_manifest("running-b", B_NS))]
+    for job in jobs:
+        assert platform.admitted(job).all_flavors() == {"gh200"}
+    return jobs
+
+
+@pytest.mark.parametrize("change", list(SYNC_CHANGES))
+def test_inventory_change_syncs_to_completion_while_workloads_are_admitted(change, flame, tmp_path):
+    """Argo CD's order (tests/platform/argo_sync.py) with the rendered Application's sync options: the sync
+    succeeds while both groups' TrainJobs hold quota, and Kueue releases what was pruned."""
+    edit, gone, terminating = SYNC_CHANGES[change]
+    jobs = _admit_one_job_per_group(flame)
+    flame.use(_variant_tree(tmp_path, edit), keep_jobs=True, wait_deleted=False)
+    result = flame.last_sync
+    print(f"\nArgo CD sync for {change}: {result.phase}, {result.message}\n  " + "\n  ".join(result.steps))
+    assert result.phase == "Succeeded"
+    for kind, name in gone:
+        namespace = B_NS if kind == "LocalQueue" else None
+        poll(lambda: flame.api.get("kueue.x-k8s.io/v1beta2", kind, name, namespace) is None,
+             what=f"pruned {kind} {name} to be released by Kueue while jobs run")
+    for kind, name in terminating:
+        live = flame.api.get("kueue.x-k8s.io/v1beta2", kind, name)
+        assert live and live["metadata"].get("deletionTimestamp"), f"{kind} {name} should wait for its workload"
+        flame.remove(jobs[1])  # B's job ends: Kueue lets the ClusterQueue go
+        poll(lambda: flame.api.get("kueue.x-k8s.io/v1beta2", kind, name) is None,
+             what=f"{kind} {name} to go once its workload ended")
+
+
+def test_without_prune_last_removing_a_class_never_finishes(flame, tmp_path):
+    """The control for the test above: in Argo CD's order without PruneLast, the flavor is pruned in its own
+    wave while the ClusterQueue updates that drop it wait in a later one. Kueue's in-use finalizer holds the
+    flavor and the sync waits forever (it never fails). Syncing again with the rendered options recovers."""
+    _admit_one_job_per_group(flame)
+    tree = _variant_tree(tmp_path, _replace_gh200_with_h100)
+    desired = [o for o in tree_objects(tree) if flame.api.serves(o["apiVersion"], o["kind"])]
+    stuck = argo_sync.ArgoSync(flame.api, flame.argo.app, prune_last=False, propagation="Background")
+    stuck.kinds = set(flame.argo.kinds)
+    result = stuck.sync(desired, timeout=15)
+    print(f"\nwithout PruneLast: {result.phase}: {result.waiting_on}\n  " + "\n  ".join(result.steps))
+    assert result.phase == "Running"
+    assert any(w.startswith("ResourceFlavor/gh200 (pending deletion") and "resource-in-use" in w
+               for w in result.waiting_on), result.waiting_on
+    flame.use(tree, keep_jobs=True)  # the rendered options (PruneLast) finish it
+    assert flame.last_sync.phase == "Succeeded"
+
+
+# ---------------------------------------------------------------- 9. what Kueue must leave alone
+
+def test_deployment_and_bare_cpu_pod_in_a_research_namespace_are_untouched_by_kueue(flame):
+    """A notebook-like Deployment and a bare CPU Pod where a `default` LocalQueue exists: the rendered
+    configuration enables only the platform's job kinds, so Kueue's webhooks neither label nor gate them
+    (the chart's stock configuration, which enables pod and deployment, would)."""
+    stock = yaml.safe_load(yaml.safe_load((charts.chart_source_dir("kueue") / "values.yaml").read_text())
+                           ["managerConfig"]["controllerManagerConfigYaml"])
+    assert {"pod", "deployment"} <= set(stock["integrations"]["frameworks"]), "the control: stock config captures"
+    labels = {"app": "notebook"}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "notebook", "namespace": A_NS},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+                      "metadata": {"labels": labels},
+                      "spec": {"containers": [{"name": "lab", "image": GH200.image,
+                                               "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]}}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch", "namespace": A_NS},
+           "spec": {"containers": [{"name": "sh", "image": GH200.image,
+                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    try:
+        stored = [flame.api.create(deployment), flame.api.create(pod)]
+        for obj in stored:
+            assert QUEUE_LABEL not in obj["metadata"].get("labels", {}), obj["metadata"]
+            template = obj["spec"]["template"] if obj["kind"] == "Deployment" else obj
+            assert QUEUE_LABEL not in template["metadata"].get("labels", {})
+            assert not template["spec"].get("schedulingGates"), template["spec"].get("schedulingGates")
+            assert not template["spec"].get("nodeSelector"), "no flavor pinned"
+        assert stored[0]["spec"]["replicas"] == 1
+        workloads = flame.api.list("kueue.x-k8s.io/v1beta2", "Workload", A_NS)
+        assert not workloads, [w["metadata"]["name"] for w in workloads]
+    finally:
+        flame.api.delete("apps/v1", "Deployment", "notebook", A_NS)
+        flame.api.delete("v1", "Pod", "scratch", A_NS)

@@ -236,15 +236,17 @@ def install_crds(kube, log=None):
 
 def create_tree_namespaces(kube):
     """The tree's own Namespace objects, then every namespace its objects only reference, and SCRATCH_NS."""
-    wanted = {SCRATCH_NS}
+    wanted, defined = {SCRATCH_NS}, set()
     for f in manifest_files():
         obj = load_one(f)
         if obj.get("apiVersion") == "v1" and obj.get("kind") == "Namespace":
             r = kube.apply(obj, dry_run=False)
             assert r.ok, f"{rel(f)}: {message(r)}"
+            defined.add(obj["metadata"]["name"])
         elif obj.get("metadata", {}).get("namespace"):
             wanted.add(obj["metadata"]["namespace"])
-    for ns in sorted(wanted):
+    # A bare re-apply by the same field manager would drop the tree's labels (Pod Security) from its own.
+    for ns in sorted(wanted - defined):
         r = kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, dry_run=False)
         assert r.ok, f"namespace {ns}: {message(r)}"
 

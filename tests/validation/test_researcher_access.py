@@ -77,8 +77,9 @@ def inventory():
 
 @pytest.fixture(scope="module")
 def applied_tree(cluster):
-    """The whole rendered tree applied for real, by the admin (as Argo CD would leave it)."""
-    files = manifest_files()
+    """The synced tree (rendered/) applied for real by the admin, as Argo CD leaves it. bootstrap/ holds
+    Argo CD's own objects, which grant researchers nothing."""
+    files = [f for f in manifest_files() if rendered_dir() in f.parents]
     if not files:
         unavailable(f"no rendered objects under {rendered_dir()}")
     for f in files:
@@ -316,9 +317,14 @@ def test_kubectl_auth_can_i_matches_the_contract(kubectl, researchers):
 
 # ---------------------------------------------------------------- Pod Security on the research namespaces
 
-def pod(namespace, **container_fields):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psa-check", "namespace": namespace},
-            "spec": {"containers": [{"name": "c", "image": "registry.example/busybox:1", **container_fields}]}}
+def pod(namespace, host_dev=False):
+    """A plain pod; host_dev: one mounting the node's /dev (its GPU device files) through a hostPath."""
+    container = {"name": "c", "image": "registry.example/busybox:1"}
+    spec = {"containers": [container]}
+    if host_dev:
+        container["volumeMounts"] = [{"name": "dev", "mountPath": "/host-dev"}]
+        spec["volumes"] = [{"name": "dev", "hostPath": {"path": "/dev"}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psa-check", "namespace": namespace}, "spec": spec}
 
 
 def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inventory):
@@ -326,8 +332,12 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
         pytest.skip("the inventory does not render Namespaces")
     for group in inventory.groups.values():
         for namespace in group.namespaces:
-            privileged = cluster.create(pod(namespace, securityContext={"privileged": True}), dry_run=True)
-            assert privileged.status_code == FORBIDDEN, f"{namespace}: {privileged.status_code}"
+            # kube-controller-manager, which would create it, does not run here; admission needs it.
+            account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}}
+            assert cluster.apply(account, dry_run=False).ok
+            # (The test API server refuses privileged containers outright: --allow-privileged is off.)
+            privileged = cluster.create(pod(namespace, host_dev=True), dry_run=True)
+            assert privileged.status_code == FORBIDDEN, f"{namespace}: {privileged.status_code} {message(privileged)}"
             assert 'violates PodSecurity "baseline' in message(privileged), message(privileged)
             plain = cluster.create(pod(namespace), dry_run=True)
             assert plain.status_code == 201, message(plain)

@@ -3,7 +3,7 @@
 //
 //	registry -user U -password P
 //
-// It prints `ADDR host:port` once every image is pushed, then serves until stdin is closed (the test closes
+// It prints `DIGEST tag sha256:...` for each image and `ADDR host:port` once every image is pushed, then serves until stdin is closed (the test closes
 // it, or dies), so it never outlives the test. Repositories under private/ need the basic-auth credentials.
 //
 // Images (REPO = vision/train unless said):
@@ -12,6 +12,7 @@
 //	arm64-attested   index: linux/arm64 and its attestation manifest (what `docker buildx build --platform
 //	                 linux/arm64 --push` makes by default)
 //	amd64-attested   index: linux/amd64 and its attestation manifest
+//	amd64-index      index: linux/amd64 only
 //	arm64-s390x      index: linux/arm64, linux/s390x (no linux/amd64, no attestation)
 //	arm64-single     a single-platform linux/arm64 manifest
 //	amd64-single     a single-platform linux/amd64 manifest
@@ -32,13 +33,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/google/go-containerregistry/pkg/registry"
 )
 
 func main() {
@@ -146,6 +147,11 @@ func run(user, password string) error {
 		if err != nil {
 			return err
 		}
+		digest, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("DIGEST %s %s\n", repoTag, digest)
 		return remote.Write(ref, img, auth)
 	}
 	amd64, arm64, s390x := child{"linux", "amd64"}, child{"linux", "arm64"}, child{"linux", "s390x"}
@@ -153,6 +159,7 @@ func run(user, password string) error {
 		func() error { return pushIndex("vision/train:multi", []child{amd64, arm64}, true) },
 		func() error { return pushIndex("vision/train:arm64-attested", []child{arm64}, true) },
 		func() error { return pushIndex("vision/train:amd64-attested", []child{amd64}, true) },
+		func() error { return pushIndex("vision/train:amd64-index", []child{amd64}, false) },
 		func() error { return pushIndex("vision/train:arm64-s390x", []child{arm64, s390x}, false) },
 		func() error { return pushImage("vision/train:arm64-single", "linux", "arm64") },
 		func() error { return pushImage("vision/train:amd64-single", "linux", "amd64") },

@@ -1,0 +1,284 @@
+"""The seed page's journeys (Training runtimes, FLAME), run against the simulated FLAME with the real kubeflow
+SDK as a researcher bound by the rendered RBAC. Every verdict comes from the component on the other side of the
+seam: Trainer's TrainJob conditions, Kueue's Workloads and ClusterQueues, the Pods the Job controller made
+(mutated by Kyverno, bound by kube-scheduler, run by KWOK), the API server's and webhooks' refusals.
+
+Order matters (one cluster for the session): every journey waits until its jobs are finished or deletes them,
+so the next one starts with both GPUs free; the class-removal journey runs last.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from journeys_support import (GPU, TIMEOUT, TIMINGS, Timer, flame_cluster, pods_of_jobset, poll,  # noqa: F401
+                              researcher, submit, trainer_client, wait_pods, wait_trainjob_complete,
+                              wait_workload, workload_of)
+from kube import ApiError, Client, conditions
+import flame as flame_mod
+
+REPO = flame_mod.vs.REPO
+
+RUNTIME = "torch-gh200"
+CLASS = "gh200"
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+
+
+def groups(flame):
+    """(A, B): the two research groups of the seed inventory, in inventory order."""
+    a, b = list(flame.inventory.groups)[:2]
+    return a, b
+
+
+def cluster_queue_usage(flame, group):
+    cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", group)
+    out = {}
+    for fl in cq.get("status", {}).get("flavorsReservation", []) or []:
+        for res in fl["resources"]:
+            out[(fl["name"], res["name"])] = (res.get("total", "0"), res.get("borrowed", "0"))
+    return out
+
+
+def class_nodes(flame):
+    sel = flame.inventory.classes[CLASS].nodeSelector
+    return {n["metadata"]["name"] for n in flame.admin.list("v1", "Node")
+            if all(n["metadata"]["labels"].get(k) == v for k, v in sel.items())}
+
+
+# ---------------------------------------------------------------- 1. list the runtimes
+
+def test_1_researcher_lists_exactly_the_class_runtimes(flame_cluster):
+    a, _ = groups(flame_cluster)
+    r = researcher(flame_cluster, a)
+    with Timer("1 list runtimes"):
+        out = subprocess.run(["kubectl", "--kubeconfig", str(r.kubeconfig), "get", "clustertrainingruntimes",
+                              "-o", "name"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [f"clustertrainingruntime.trainer.kubeflow.org/{RUNTIME}"]
+        names = [rt.name for rt in trainer_client(r).list_runtimes()]
+        assert names == [RUNTIME]
+
+
+# ---------------------------------------------------------------- 2. one GPU
+
+def test_2_one_gpu_trainjob_is_admitted_placed_mounted_and_completes(flame_cluster):
+    flame = flame_cluster
+    a, _ = groups(flame)
+    r = researcher(flame, a)
+    ns = r.namespaces[0]
+    client = r.client
+    storage = flame.inventory.cluster.storage
+    with Timer("2 one GPU"):
+        sdk, name = submit(r, resources_per_node={"gpu": 1})
+        wl = wait_workload(client, ns, "TrainJob", name, "Admitted")
+        adm = wl["status"]["admission"]
+        assert adm["clusterQueue"] == a
+        assert {fl for ps in adm["podSetAssignments"] for fl in ps["flavors"].values()} == {CLASS}
+
+        (pod,) = wait_pods(client, ns, f"jobset.sigs.k8s.io/jobset-name={name}", 1)
+        assert pod["spec"]["nodeName"] in class_nodes(flame)
+        for k, v in flame.inventory.classes[CLASS].nodeSelector.items():
+            assert pod["spec"]["nodeSelector"].get(k) == v
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        (node,) = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
+        mounts = {m["mountPath"]: m["name"] for m in node.get("volumeMounts", [])}
+        for claim in (storage.home, storage.workspace):
+            assert volumes[mounts[claim.mountPath]]["persistentVolumeClaim"]["claimName"] == claim.claimName
+        assert volumes[mounts["/dev/shm"]]["emptyDir"].get("medium") == "Memory"
+        env = {e["name"]: e.get("value") for e in node.get("env", [])}
+        for k, v in flame.inventory.cluster.cacheEnv.items():
+            assert env.get(k) == v, k
+        assert node["resources"]["limits"][GPU] == "1"
+
+        wait_trainjob_complete(r, ns, name)
+        pods = pods_of_jobset(client, ns, name)
+        assert pods and all(p["status"]["phase"] == "Succeeded" for p in pods)
+        assert sdk.get_job(name).status == "Complete"
+
+
+# ---------------------------------------------------------------- 3. two nodes
+
+def test_3_two_node_job_gets_one_pod_on_each_gh200_node(flame_cluster):
+    flame = flame_cluster
+    a, _ = groups(flame)
+    r = researcher(flame, a)
+    ns = r.namespaces[0]
+    with Timer("3 two nodes"):
+        _, name = submit(r, num_nodes=2, resources_per_node={"gpu": 1})
+        wait_workload(r.client, ns, "TrainJob", name, "Admitted")
+        pods = wait_pods(r.client, ns, f"jobset.sigs.k8s.io/jobset-name={name}", 2)
+        nodes = [p["spec"]["nodeName"] for p in pods]
+        assert sorted(nodes) == sorted(class_nodes(flame)), nodes
+        wait_trainjob_complete(r, ns, name)
+
+
+# ---------------------------------------------------------------- 4. borrowing
+
+def test_4_borrowing_while_the_other_group_is_idle(flame_cluster):
+    flame = flame_cluster
+    a, b = groups(flame)
+    ra, rb = researcher(flame, a), researcher(flame, b)
+    ns_a, ns_b = ra.namespaces[0], rb.namespaces[0]
+    with Timer("4 borrowing"):
+        _, job_a = submit(ra, num_nodes=2, resources_per_node={"gpu": 1})
+        wait_workload(ra.client, ns_a, "TrainJob", job_a, "Admitted")
+        wait_pods(ra.client, ns_a, f"jobset.sigs.k8s.io/jobset-name={job_a}", 2, phase=("Running",))
+        total, borrowed = cluster_queue_usage(flame, a)[(CLASS, GPU)]
+        assert (total, borrowed) == ("2", "1"), "A uses both GPUs, one borrowed from idle B"
+
+        _, job_b = submit(rb, resources_per_node={"gpu": 1})
+        wl_b = wait_workload(rb.client, ns_b, "TrainJob", job_b, "QuotaReserved", status="False")
+        reason = conditions(wl_b)["QuotaReserved"]["message"]
+        assert "insufficient" in reason and GPU in reason, reason
+        reclaim = flame.inventory.groups[b].reclaimWithinCohort
+        wl_a = workload_of(ra.client, ns_a, "TrainJob", job_a)
+        if reclaim == "Never":
+            # B's own GPU stays lent until A's job ends: no preemption.
+            assert "Evicted" not in conditions(wl_a) or conditions(wl_a)["Evicted"]["status"] == "False"
+            wait_trainjob_complete(ra, ns_a, job_a, timeout=TIMEOUT)
+        else:
+            wait_workload(ra.client, ns_a, "TrainJob", job_a, "Evicted")
+        wl_b = wait_workload(rb.client, ns_b, "TrainJob", job_b, "Admitted")
+        assert wl_b["status"]["admission"]["clusterQueue"] == b
+        wait_trainjob_complete(rb, ns_b, job_b)
+        if reclaim != "Never":
+            wait_trainjob_complete(ra, ns_a, job_a)
+
+
+# ---------------------------------------------------------------- 5. plain batch Job
+
+def test_5_plain_job_gets_the_pvcs_and_counts_against_the_same_quota(flame_cluster):
+    flame = flame_cluster
+    a, _ = groups(flame)
+    r = researcher(flame, a)
+    ns = r.namespaces[-1]
+    storage = flame.inventory.cluster.storage
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain-gpu-job", "namespace": ns},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": flame.inventory.classes[CLASS].image, "command": ["python", "-c", "1"],
+               "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}]}}}}
+    with Timer("5 plain Job"):
+        r.client.create(job)
+        wl = wait_workload(r.client, ns, "Job", "plain-gpu-job", "Admitted")
+        assert wl["status"]["admission"]["clusterQueue"] == a
+        assert cluster_queue_usage(flame, a)[(CLASS, GPU)][0] == "1"
+        (pod,) = wait_pods(r.client, ns, "job-name=plain-gpu-job", 1)
+        assert pod["spec"]["nodeName"] in class_nodes(flame)
+        mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0].get("volumeMounts", [])}
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        for claim in (storage.home, storage.workspace):
+            assert volumes[mounts[claim.mountPath]]["persistentVolumeClaim"]["claimName"] == claim.claimName
+        poll(lambda: conditions(r.client.get("batch/v1", "Job", "plain-gpu-job", ns)).get("Complete", {})
+             .get("status") == "True", TIMEOUT, "plain Job Complete")
+        r.client.delete("batch/v1", "Job", "plain-gpu-job", ns)
+
+
+# ---------------------------------------------------------------- 6. refusals
+
+def _spawner(flame, ns) -> Client:
+    """A notebook spawner's identity (e.g. JupyterHub's service account) allowed to create Pods and Deployments
+    in `ns`: set up by the harness, not part of the rendered platform."""
+    sa = "notebook-spawner"
+    flame.admin.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}})
+    flame.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                       "metadata": {"name": sa, "namespace": ns},
+                       "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]},
+                                 {"apiGroups": ["apps"], "resources": ["deployments"],
+                                  "verbs": ["create", "get", "list", "delete"]}]})
+    flame.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                       "metadata": {"name": sa, "namespace": ns},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+                       "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
+    from cluster import service_account_kubeconfig
+    return Client.from_kubeconfig(service_account_kubeconfig(flame.plane, flame.work / "spawner", ns, sa))
+
+
+def test_6_live_webhooks_refuse_a_bare_gpu_pod_and_a_trainjob_outside_the_group(flame_cluster):
+    flame = flame_cluster
+    a, b = groups(flame)
+    ra, rb = researcher(flame, a), researcher(flame, b)
+    ns = ra.namespaces[0]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare-gpu", "namespace": ns},
+           "spec": {"containers": [{"name": "c", "image": flame.inventory.classes[CLASS].image,
+                                    "resources": {"limits": {GPU: "1"}}}]}}
+    with Timer("6 refusals"):
+        with pytest.raises(ApiError) as refused:
+            _spawner(flame, ns).create(pod)
+        assert refused.value.status in (400, 403)
+        assert "gpu-pods-from-jobs" in refused.value.message or "only through a Job or TrainJob" in \
+            refused.value.message, refused.value.message
+
+        # Another group's namespace: A's researcher cannot create there (rendered RoleBindings) ...
+        with pytest.raises(Exception) as other:
+            submit(ra, namespace=rb.namespaces[0], resources_per_node={"gpu": 1})
+        assert "403" in str(other.value) or "Forbidden" in str(other.value), other.value
+        # ... nor name another queue than its namespace's LocalQueue (the job-queue ValidatingPolicy).
+        tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+              "metadata": {"name": "other-queue", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": b}},
+              "spec": {"runtimeRef": {"name": RUNTIME}}}
+        with pytest.raises(ApiError) as queue:
+            ra.client.create(tj)
+        assert "is not this namespace's LocalQueue" in queue.value.message, queue.value.message
+
+
+# ---------------------------------------------------------------- 7. notebooks untouched by Kueue
+
+def test_7_notebook_deployment_runs_untouched_by_kueue(flame_cluster):
+    flame = flame_cluster
+    a, _ = groups(flame)
+    ns = researcher(flame, a).namespaces[0]
+    spawner = _spawner(flame, ns)
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "notebook", "namespace": ns},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "notebook"}},
+                    "template": {"metadata": {"labels": {"app": "notebook"}}, "spec": {"containers": [{
+                        "name": "notebook", "image": "quay.io/jupyter/base-notebook:2025-01-01",
+                        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]}}}}
+    with Timer("7 notebook"):
+        created = spawner.create(dep)
+        assert "kueue.x-k8s.io/queue-name" not in created["metadata"].get("labels", {})
+        (pod,) = wait_pods(flame.admin, ns, "app=notebook", 1, phase=("Running",))
+        assert not pod["spec"].get("schedulingGates")
+        assert "kueue.x-k8s.io/queue-name" not in pod["metadata"].get("labels", {})
+        assert not [w for w in flame.admin.list("kueue.x-k8s.io/v1beta2", "Workload", ns)
+                    if any(o["kind"] in ("Deployment", "ReplicaSet", "Pod") for o in w["metadata"].get("ownerReferences", []))]
+        spawner.delete("apps/v1", "Deployment", "notebook", ns)
+
+
+# ---------------------------------------------------------------- 8. removing a class
+
+def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster, tmp_path):
+    flame = flame_cluster
+    repo = REPO
+    inv = tmp_path / "gpu_classes.yaml"
+    inv.write_text((repo / "gpu_classes.yaml").read_text())
+    a, b = groups(flame)
+    edits = [["add-class", "a100", "--arch", "amd64", "--label-value", "NVIDIA-A100-SXM4-80GB",
+              "--image", flame.inventory.classes[CLASS].image, "--nodes", "1", "--gpus-per-node", "1",
+              "--cpu-per-node", "64", "--memory-per-node", "512Gi"],
+             ["set-allocation", a, "a100", "--gpus", "1", "--cpu", "32", "--memory", "256Gi"]]
+    for e in edits:
+        out = subprocess.run([sys.executable, "-m", "generator", "inventory", *e, "--inventory", str(inv)],
+                             cwd=repo, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+    two = render(inv, tmp_path / "two")
+    one = render(repo / "gpu_classes.yaml", tmp_path / "one")
+    with Timer("8 class removal"):
+        synced = flame_mod.sync_tree(flame.admin, two, previous=flame_mod.tree_objects(flame_mod.vs.rendered_dir()))
+        assert flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100")
+        flame_mod.sync_tree(flame.admin, one, previous=synced, timeout=TIMEOUT)
+        assert flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100") is None
+        assert flame.admin.get("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-a100") is None
+        cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", a)
+        assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == [CLASS]
+
+
+def render(inventory, out):
+    """`python -m generator render` of `inventory` into out/rendered (bootstrap and docs beside it)."""
+    out.mkdir(parents=True)
+    r = subprocess.run([sys.executable, "-m", "generator", "render", "--inventory", str(inventory), "--out",
+                        str(out / "rendered"), "--bootstrap-out", str(out / "bootstrap"), "--docs-out",
+                        str(out / "runtimes.md")], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return out / "rendered"

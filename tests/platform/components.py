@@ -1,0 +1,332 @@
+"""The platform's components (Kyverno, JobSet, Trainer, Kueue) run as local processes, configured exactly as the
+rendered bootstrap/ Applications install them.
+
+For each component Application (label gpugen/component) in bootstrap/, `chart_objects` renders its Helm chart
+with the Application's values (tests/platform/charts.py, the lead's `helm_template`, when present; until then
+the same `helm template` call here). What the chart renders is then applied as it is, except for the one
+transform `localize` below, which turns "a Deployment in a pod" into "a process on 127.0.0.1":
+
+- the controller Deployment is not applied: it becomes a process of the pinned binary (tools/build.sh) with
+  the container's args; files the pod mounts (ConfigMaps, the webhook serving-cert Secret, emptyDirs) are
+  written under a per-process root and the paths in args and config files are rewritten to it; env values
+  from the downward API get the values the pod would see; every container port and probe port is mapped to a
+  free port on 127.0.0.1 (config files and args that name such a port are rewritten);
+- webhook configurations: `service:` becomes `url: https://127.0.0.1:<port><path>` and the caBundle is the
+  test CA that signed the process's serving certificate; cert rotators that would write a certificate for the
+  Service's DNS name are switched off (Kueue internalCertManagement, Trainer certManagement, JobSet
+  internalCertManagement); Kyverno manages its own certificate and webhooks and is told where it runs
+  (--serverIP=127.0.0.1:<port>, its out-of-cluster flag);
+- Deployments of the chart this simulation does not run (Kyverno's background, reports and cleanup
+  controllers) and APIServices (Kueue's visibility API: an aggregated API cannot point at a URL, and an
+  unavailable APIService stalls namespace deletion) are left out, and the harness says so (`skipped`).
+
+The process runs as the chart's ServiceAccount (client certificate for system:serviceaccount:NS:NAME), so
+the chart's RBAC is what it can do.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+import importlib.util
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import requests
+import yaml
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+from validation import validation_support as vs  # noqa: E402
+
+from cluster import free_port, module_dir, serving_cert, service_account_kubeconfig  # noqa: E402
+from processes import Processes, wait_ready  # noqa: E402
+
+COMPONENT_LABEL = "gpugen/component"
+
+# component -> (the Deployment this simulation runs, tools/build.sh tool, versions.env key)
+RUNS = {
+    "kyverno": ("kyverno-admission-controller", "kyverno-controller", "KYVERNO_VERSION"),
+    "jobset": ("jobset-controller-manager", "jobset", "JOBSET_VERSION"),
+    "trainer": ("kubeflow-trainer-controller-manager", "trainer", "TRAINER_VERSION"),
+    "kueue": ("kueue-controller-manager", "kueue", "KUEUE_VERSION"),
+}
+COMPONENT_TOOLS = [(tool, key) for _, tool, key in RUNS.values()] + [("helm", "HELM_VERSION")]
+
+# (module, versions.env key, chart directory) of each component's chart: the same as the Applications name.
+CHART_SOURCES = {
+    "kyverno": ("github.com/kyverno/kyverno", "KYVERNO_VERSION", "charts/kyverno"),
+    "jobset": ("sigs.k8s.io/jobset", "JOBSET_VERSION", "charts/jobset"),
+    "trainer": ("github.com/kubeflow/trainer/v2", "TRAINER_VERSION", "charts/kubeflow-trainer"),
+    "kueue": ("sigs.k8s.io/kueue", "KUEUE_VERSION", "charts/kueue"),
+}
+
+
+# ---------------------------------------------------------------- helm template (one switch)
+
+def _lead_helm_template():
+    """tests/platform/charts.py's helm_template (owned by the platform issue) once it exists."""
+    path = HERE / "charts.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("gpugen_platform_charts", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, "helm_template", None)
+
+
+def _fallback_helm_template(application: dict) -> list[dict]:
+    """`helm template` of the component's chart from its pinned Go module with the Application's values, as
+    Argo CD runs it (release name, namespace, --include-crds). Used only until tests/platform/charts.py exists.
+    Chart dependencies the values switch off (Trainer's bundled JobSet and LWS) are removed from the copy's
+    Chart.yaml, because helm refuses a chart whose dependencies are missing even when disabled."""
+    component = application["metadata"]["labels"][COMPONENT_LABEL]
+    module, key, chart_path = CHART_SOURCES[component]
+    src = application["spec"]["source"]
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = pathlib.Path(tmp) / "chart"
+        shutil.copytree(module_dir(module, key) / chart_path, chart)
+        for p in chart.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+        if meta.get("dependencies") and not (chart / "charts").is_dir():
+            meta["dependencies"] = []
+            (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
+        values = pathlib.Path(tmp) / "values.yaml"
+        values.write_text(yaml.safe_dump(src.get("helm", {}).get("valuesObject", {})))
+        out = subprocess.run([str(vs.tool_bin("helm", "HELM_VERSION")), "template", src["helm"]["releaseName"],
+                              str(chart), "--namespace", application["spec"]["destination"]["namespace"],
+                              "--include-crds", "--values", str(values),
+                              "--kube-version", vs.versions()["KUBERNETES_VERSION"]],
+                             capture_output=True, text=True, env={**os.environ, "HELM_CACHE_HOME": tmp,
+                                                                  "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp})
+        if out.returncode != 0:
+            raise RuntimeError(f"helm template {component}: {out.stderr}")
+        return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def chart_objects(application: dict) -> list[dict]:
+    """What Argo CD would apply for this component Application."""
+    lead = _lead_helm_template()
+    return lead(application) if lead else _fallback_helm_template(application)
+
+
+def component_applications(bootstrap: pathlib.Path) -> list[dict]:
+    """The component Applications of a rendered bootstrap/ tree, in sync-wave order."""
+    apps = []
+    for f in sorted(bootstrap.rglob("*.yaml")):
+        obj = vs.load_one(f)
+        if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
+            apps.append(obj)
+    return sorted(apps, key=lambda a: int(a["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", "0")))
+
+
+# ---------------------------------------------------------------- the transform
+
+@dataclasses.dataclass
+class LocalComponent:
+    """A component as this simulation runs it."""
+    name: str
+    namespace: str
+    apply_first: list[dict]         # CRDs and everything else from the chart, applied before the process starts
+    webhooks: list[dict]            # webhook configurations, applied once the process is ready
+    argv: list[str]
+    env: dict
+    root: pathlib.Path              # the process's files (mounted ConfigMaps, certs, emptyDirs)
+    ready_url: str
+    service_account: tuple[str, str]
+    skipped: list[str]              # what the chart renders that this simulation does not run or apply
+
+
+def _rooted(root: pathlib.Path, path: str) -> str:
+    return str(root / path.lstrip("/"))
+
+
+def _rewrite(value, replacements):
+    """Replace mount paths and ports inside a string (args, config file text)."""
+    for old, new in replacements:
+        value = old.sub(new, value) if isinstance(old, re.Pattern) else value.replace(old, new)
+    return value
+
+
+def _port_patterns(ports: dict[int, int]):
+    """host:port and :port (":8081", "0.0.0.0:8081", "[::]:8081") -> 127.0.0.1:<mapped>."""
+    return [(re.compile(rf"(?<![\w.])(?:0\.0\.0\.0|\[::\]|localhost|127\.0\.0\.1)?:{old}\b"), f"127.0.0.1:{new}")
+            for old, new in ports.items()]
+
+
+def _localize_config(doc, ports: dict[int, int], cert_dir: str | None):
+    """A controller-runtime style Configuration (Kueue, Trainer, JobSet): webhook on 127.0.0.1 and the mapped
+    port with our certificate directory, and no cert rotator (it would issue for the Service's DNS name)."""
+    if not isinstance(doc, dict):
+        return doc
+    if isinstance(doc.get("webhook"), dict):
+        wh = doc["webhook"]
+        wh["host"] = "127.0.0.1"
+        wh["port"] = ports.get(int(wh.get("port", 9443)), wh.get("port"))
+        if cert_dir:
+            wh["certDir"] = cert_dir
+    for key in ("internalCertManagement", "certManagement"):
+        if isinstance(doc.get(key), dict) or key in doc:
+            doc[key] = {**(doc.get(key) or {}), "enable": False}
+    return doc
+
+
+def localize(component: str, objects: list[dict], work: pathlib.Path, plane) -> LocalComponent:
+    """The one transform from a chart's objects to a local process (see the module docstring)."""
+    deployment_name, tool, key = RUNS[component]
+    objs = copy.deepcopy(objects)
+    by_kind = lambda kind: [o for o in objs if o.get("kind") == kind]  # noqa: E731
+    deployments = by_kind("Deployment")
+    (deployment,) = [d for d in deployments if d["metadata"]["name"] == deployment_name] or [None]
+    assert deployment, f"{component}: the chart renders no Deployment {deployment_name} " \
+                       f"(has: {[d['metadata']['name'] for d in deployments]})"
+    namespace = deployment["metadata"].get("namespace")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    root = work / component
+    root.mkdir(parents=True, exist_ok=True)
+    configmaps = {o["metadata"]["name"]: o for o in by_kind("ConfigMap")}
+
+    # Ports: every container port and probe port -> a free local port.
+    ports: dict[int, int] = {}
+    named: dict[str, int] = {}
+    for p in container.get("ports", []):
+        ports.setdefault(int(p["containerPort"]), free_port())
+        if p.get("name"):
+            named[p["name"]] = int(p["containerPort"])
+    probe = (container.get("readinessProbe") or {}).get("httpGet") or {}
+    probe_port = probe.get("port")
+    if isinstance(probe_port, str):
+        probe_port = named[probe_port]
+    if probe_port:
+        ports.setdefault(int(probe_port), free_port())
+
+    # Files: the pod's volume mounts under root.
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    path_map: list[tuple[str, str]] = []
+    webhook_cert_dir = None
+    certs = serving_cert(plane, work / f"{component}-serving-cert", component)
+    for m in container.get("volumeMounts", []):
+        vol = volumes[m["name"]]
+        target = pathlib.Path(_rooted(root, m["mountPath"]))
+        if "configMap" in vol:
+            data = configmaps.get(vol["configMap"]["name"], {}).get("data", {})
+            if m.get("subPath"):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(data.get(m["subPath"], ""))
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                for k, v in data.items():
+                    (target / k).write_text(v)
+        elif "secret" in vol:
+            # The only Secrets these pods mount are serving certificates: ours, for 127.0.0.1.
+            shutil.copytree(certs, target, dirs_exist_ok=True)
+            webhook_cert_dir = str(target)
+        else:  # emptyDir, projected tokens and the like: an empty directory
+            target.mkdir(parents=True, exist_ok=True)
+        path_map.append((m["mountPath"], str(target)))
+    path_map.sort(key=lambda pm: -len(pm[0]))
+    replacements = [(re.compile(rf"(?<![\w/]){re.escape(old)}"), new) for old, new in path_map]
+    replacements += _port_patterns(ports)
+
+    # Config files written from ConfigMaps: same rewrites, plus the controller-runtime Configuration tweaks.
+    for old, new in path_map:
+        for f in ([pathlib.Path(new)] if pathlib.Path(new).is_file() else pathlib.Path(new).rglob("*")):
+            if not f.is_file() or f.suffix not in (".yaml", ".yml", ""):
+                continue
+            try:
+                doc = yaml.safe_load(f.read_text())
+            except yaml.YAMLError:
+                continue
+            if isinstance(doc, dict) and doc.get("kind") == "Configuration":
+                doc = _localize_config(doc, ports, webhook_cert_dir)
+                f.write_text(_rewrite(yaml.safe_dump(doc), replacements))
+
+    # Command line and environment.
+    binary = str(vs.tool_bin(tool, key))
+    argv = [binary] + [_rewrite(a, replacements) for a in container.get("command", [])[1:] + container.get("args", [])]
+    sa = pod.get("serviceAccountName", "default")
+    field_values = {"metadata.namespace": namespace, "metadata.name": f"{deployment_name}-local",
+                    "spec.serviceAccountName": sa, "spec.nodeName": "localhost", "status.podIP": "127.0.0.1",
+                    "status.hostIP": "127.0.0.1"}
+    env = {"TMPDIR": _rooted(root, "/tmp"), "HOME": str(root)}
+    pathlib.Path(env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = _rewrite(str(e["value"]), replacements)
+        elif "fieldRef" in (e.get("valueFrom") or {}):
+            env[e["name"]] = field_values[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        # resourceFieldRef (GOMEMLIMIT, GOMAXPROCS from limits): left to the Go runtime's defaults
+    kubeconfig = service_account_kubeconfig(plane, root / "identity", namespace, sa)
+    env["KUBECONFIG"] = str(kubeconfig)
+    ready_path = probe.get("path", "/readyz")
+    scheme = (probe.get("scheme") or "HTTP").lower()
+    ready_url = f"{scheme}://127.0.0.1:{ports[int(probe_port)]}{ready_path}" if probe_port else ""
+
+    skipped = []
+    if component == "kyverno":
+        webhook_port = ports[int(named.get("https", 9443))]
+        argv = [a for a in argv if not a.startswith(("--serverIP", "--webhookServerPort", "--webhookServerHost"))]
+        argv += [f"--serverIP=127.0.0.1:{webhook_port}", f"--webhookServerPort={webhook_port}",
+                 "--webhookServerHost=127.0.0.1", f"--kubeconfig={kubeconfig}"]
+        for flag, default in (("--metricsPort", 8000), ("--profilePort", 6060)):
+            if not any(a.startswith(flag) for a in argv):
+                argv.append(f"{flag}={free_port()}")
+        if not any(a.startswith("--controllerRuntimeMetricsAddress") for a in argv):
+            argv.append(f"--controllerRuntimeMetricsAddress=127.0.0.1:{free_port()}")
+        if ready_url.startswith("https://"):
+            pass
+
+    # Webhook configurations: Service -> loopback URL with our CA.
+    ca_bundle = base64.b64encode((plane.pki / "ca.crt").read_bytes()).decode()
+    services = {o["metadata"]["name"]: o for o in by_kind("Service")}
+    webhooks = []
+    for o in objs:
+        if o.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue
+        for hook in o.get("webhooks", []):
+            svc_ref = hook["clientConfig"].get("service")
+            if not svc_ref:
+                continue
+            svc = services.get(svc_ref["name"])
+            svc_port = int(svc_ref.get("port", 443))
+            target = svc_port
+            for sp in (svc or {}).get("spec", {}).get("ports", []):
+                if int(sp["port"]) == svc_port:
+                    tp = sp.get("targetPort", svc_port)
+                    target = named.get(tp, tp) if isinstance(tp, str) else tp
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{ports[int(target)]}{svc_ref.get('path', '')}",
+                                    "caBundle": ca_bundle}
+        webhooks.append(o)
+
+    apply_first = []
+    for o in objs:
+        kind = o.get("kind")
+        if kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue
+        if kind == "Deployment":
+            if o is not deployment:
+                skipped.append(f"Deployment {o['metadata']['name']} (not run by this simulation)")
+            continue
+        if kind == "APIService":
+            skipped.append(f"APIService {o['metadata']['name']} (an aggregated API cannot point at a local process)")
+            continue
+        if kind in ("Pod", "Job", "CronJob") or (o.get("metadata", {}).get("annotations", {}).get("helm.sh/hook")):
+            skipped.append(f"{kind} {o['metadata']['name']} (a Helm hook or a workload the simulation does not run)")
+            continue
+        apply_first.append(o)
+    return LocalComponent(component, namespace, apply_first, webhooks, argv, env, root, ready_url, (namespace, sa),
+                          skipped)
+
+
+def ready_check(url: str):
+    s = requests.Session()
+    s.trust_env = False
+    return lambda: s.get(url, verify=False, timeout=3).status_code == 200
