@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check plan schema test tools validate bench clean-venv
+.PHONY: help render check plan schema test tools validate bench demo clean-venv
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +37,9 @@ validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real 
 test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (real tools included), drift check
 	$(PY) -m pytest -q
 	$(PY) -m generator render --check
+
+demo: $(VENV)/.installed tools ## Simulated FLAME on 127.0.0.1 with the committed tree: prints KUBECONFIGs, runs until Ctrl-C
+	$(PY) tools/demo.py
 
 bench: $(VENV)/.installed tools ## Benchmarks at national scale; rewrites the results table in benchmarks/README.md
 	$(PY) benchmarks/run.py --apiserver --profile --write-readme

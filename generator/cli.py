@@ -222,10 +222,15 @@ def set_image_command(inventory_path, class_name, image):
 @click.option("--memory", required=True)
 @click.option("--cohort", help="Share idle quota with the groups of this cohort.")
 @click.option("--description")
-def add_group_command(inventory_path, name, namespaces, class_name, gpus, cpu, memory, cohort, description):
-    """Add research group NAME with its namespaces and a first allocation."""
+@click.option("--oidc-group", "identity_groups", multiple=True,
+              help="A member group as the API server names it (e.g. oidc:physics-lab); repeatable.")
+@click.option("--user", "users", multiple=True, help="A member user as the API server names it; repeatable.")
+def add_group_command(inventory_path, name, namespaces, class_name, gpus, cpu, memory, cohort, description,
+                      identity_groups, users):
+    """Add research group NAME with its namespaces, members and a first allocation."""
     _apply(inventory_path, "add_group", name, namespaces=list(namespaces), class_name=class_name, gpus=gpus,
-           cpu=cpu, memory=memory, cohort=cohort, description=description)
+           cpu=cpu, memory=memory, cohort=cohort, description=description, identity_groups=list(identity_groups),
+           users=list(users))
 
 
 @inventory.command("add-namespace")

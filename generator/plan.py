@@ -129,6 +129,9 @@ def _flavors_used(queue: dict[str, Any]) -> set[str]:
     return {flavor for flavor, _ in _nominal_quotas(queue)}
 
 
+WAITS_ON_WORKLOADS = "waits on running workloads"
+
+
 def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChange]) -> list[Risk]:
     risks: list[Risk] = []
     for change in changes:
@@ -173,6 +176,10 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
                                               "can no longer be created"))
             if kind == "LocalQueue":
                 risks.append(Risk(change.key, "local queue removed: jobs in this namespace are no longer admitted"))
+            if kind == "ClusterQueue":
+                risks.append(Risk(change.key, f"{WAITS_ON_WORKLOADS}: Kueue keeps the ClusterQueue Terminating "
+                                              "(resource-in-use finalizer) until the workloads reserving quota in it "
+                                              "finish; the sync itself completes (the Application prunes last)"))
     return risks
 
 

@@ -20,7 +20,8 @@ EDITS = {
                   "--cpu-per-node", "192", "--memory-per-node", "1900Gi"],
     "set-image": ["set-image", "gh200", "ghcr.io/urcf/pytorch:2.10.0-cuda13.0"],
     "add-group": ["add-group", "physics-lab", "--namespace", "physics", "--namespace", "physics-teaching",
-                  "--class", "gh200", "--gpus", "0", "--cpu", "0", "--memory", "0", "--cohort", "flame"],
+                  "--class", "gh200", "--gpus", "0", "--cpu", "0", "--memory", "0", "--cohort", "flame",
+                  "--oidc-group", "oidc:physics-lab", "--user", "carol@example.org"],
     "add-namespace": ["add-namespace", "vision-lab", "vision-lab-students"],
     "set-allocation": ["set-allocation", "vision-lab", "gh200", "--cpu", "30", "--memory", "200G"],
 }
@@ -68,13 +69,15 @@ def test_edit_keeps_comments_and_key_order_and_validates(name, inventory):
 
 def test_edits_land_where_expected(inventory):
     runner = CliRunner()
-    for name in ("add-class", "set-image", "add-namespace", "set-allocation"):
+    for name in ("add-class", "set-image", "add-namespace", "set-allocation", "add-group"):
         assert runner.invoke(main, ["inventory", EDITS[name][0], "--inventory", str(inventory),
                                     *EDITS[name][1:]]).exit_code == 0
     inv = load_inventory_text(inventory.read_text())
     assert inv.classes["h100"].nodeSelector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert inv.classes["gh200"].image.endswith(":2.10.0-cuda13.0")
     assert inv.groups["vision-lab"].namespaces == ["vision-lab", "vision-lab-students"]
+    identities = inv.groups["physics-lab"].identities
+    assert (identities.groups, identities.users) == (["oidc:physics-lab"], ["carol@example.org"])
     assert (inv.groups["vision-lab"].allocations["gh200"].cpu, inv.groups["vision-lab"].allocations["gh200"].memory) == ("30", "200G")
     assert "        cpu: 30\n" in inventory.read_text(), "a whole number stays unquoted, as a person writes it"
     assert "namespaces: [vision-lab, vision-lab-students]" in inventory.read_text(), "flow style kept"
@@ -88,6 +91,10 @@ def test_edits_land_where_expected(inventory):
     (["add-group", "vision-lab", "--namespace", "x", "--class", "gh200", "--gpus", "0", "--cpu", "0",
       "--memory", "0"], r"group 'vision-lab' already exists"),
     (["add-namespace", "vision-lab", "Bad_Name"], r"should match pattern"),
+    (["add-group", "physics", "--namespace", "physics", "--class", "gh200", "--gpus", "0", "--cpu", "0",
+      "--memory", "0", "--oidc-group", "oidc:vision-lab"], r"'oidc:vision-lab' already belongs to group 'vision-lab'"),
+    (["add-group", "physics", "--namespace", "kube-system", "--class", "gh200", "--gpus", "0", "--cpu", "0",
+      "--memory", "0"], r"'kube-system' belongs to the platform"),
     (["add-namespace", "vision-lab", "yes"], None),  # quoted on insertion: a valid namespace named "yes"
 ])
 def test_invalid_edits_are_refused_and_write_nothing(args, reason, inventory):

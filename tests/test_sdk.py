@@ -1,5 +1,12 @@
 """The real Kubeflow SDK (kubeflow 0.5.x), offline, against the rendered runtimes: only the Kubernetes
-client is stubbed (tests/kubeflow_sdk.py)."""
+client is stubbed (tests/kubeflow_sdk.py).
+
+NOT the evidence that researchers can use the SDK: the stub answers every call, so it never meets RBAC (it
+passed while kubeflow 0.5's list_runtimes() raised on the 403 every researcher got). That evidence is
+tests/validation/test_researcher_access.py: the same SDK against the real kube-apiserver with the tree applied,
+authenticated as a researcher bound only by the rendered RBAC. This file checks what the SDK makes of the
+runtimes' shape (device detection, TrainJob body) quickly and without tools.
+"""
 
 from __future__ import annotations
 

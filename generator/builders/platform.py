@@ -28,18 +28,20 @@ from generator.inventory.models import Component, Inventory
 COMPONENT_LABEL = "gpugen/component"
 APP_WAVES = {"kyverno": "0", "jobset": "1", "trainer": "2", "kueue": "3", "gpugen": "10"}
 
-# Kinds each component's chart renders (checked against `helm template` of the pinned charts by
-# tests/validation/test_platform_charts.py). The AppProject of each Application allows exactly these.
+# Kinds Argo CD applies for each component's chart (checked against `helm template` of the pinned charts by
+# tests/validation/test_platform_charts.py): the AppProject of each Application allows exactly these. Helm hooks
+# other than pre/post-install/upgrade (Kyverno's test Pods, its pre-delete Jobs) are ignored by Argo CD.
 _CRD = {"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition"}
 _RBAC_CLUSTER = [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"},
                  {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding"}]
 _WEBHOOKS = [{"group": "admissionregistration.k8s.io", "kind": "MutatingWebhookConfiguration"},
              {"group": "admissionregistration.k8s.io", "kind": "ValidatingWebhookConfiguration"}]
-_NAMESPACED_BASICS = [{"group": "", "kind": kind} for kind in ("ConfigMap", "Secret", "Service", "ServiceAccount")] + [
+_NAMESPACED_BASICS = [{"group": "", "kind": kind} for kind in ("ConfigMap", "Service", "ServiceAccount")] + [
     {"group": "apps", "kind": "Deployment"},
     {"group": "rbac.authorization.k8s.io", "kind": "Role"},
     {"group": "rbac.authorization.k8s.io", "kind": "RoleBinding"},
 ]
+_SECRET = {"group": "", "kind": "Secret"}
 
 
 @dataclass(frozen=True)
@@ -59,19 +61,19 @@ class Chart:
 CHARTS = {
     "kyverno": Chart("https://kyverno.github.io/kyverno/", False, "kyverno", "KYVERNO_CHART_VERSION",
                      "github.com/kyverno/kyverno", "KYVERNO_VERSION",
-                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS),
-                     (*_NAMESPACED_BASICS, {"group": "batch", "kind": "CronJob"},
-                      {"group": "policy", "kind": "PodDisruptionBudget"})),
+                     # Kyverno registers its webhook configurations itself, at run time.
+                     (_CRD, *_RBAC_CLUSTER),
+                     (*_NAMESPACED_BASICS, {"group": "batch", "kind": "Job"})),
     "jobset": Chart("registry.k8s.io/jobset/charts", True, "jobset", "JOBSET_CHART_VERSION",
                     "sigs.k8s.io/jobset", "JOBSET_VERSION",
-                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), tuple(_NAMESPACED_BASICS)),
+                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET)),
     "trainer": Chart("ghcr.io/kubeflow/charts", True, "kubeflow-trainer", "TRAINER_CHART_VERSION",
                      "github.com/kubeflow/trainer/v2", "TRAINER_VERSION",
-                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), tuple(_NAMESPACED_BASICS)),
+                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET)),
     "kueue": Chart("registry.k8s.io/kueue/charts", True, "kueue", "KUEUE_CHART_VERSION",
                    "sigs.k8s.io/kueue", "KUEUE_VERSION",
                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS, {"group": "apiregistration.k8s.io", "kind": "APIService"}),
-                   tuple(_NAMESPACED_BASICS)),
+                   (*_NAMESPACED_BASICS, _SECRET)),
 }
 
 

@@ -102,13 +102,16 @@ def set_image(class_name: str, image: str) -> Edit:
 
 
 def add_group(name: str, *, namespaces: list[str], class_name: str, gpus: int, cpu: str, memory: str,
-              cohort: str | None = None, description: str | None = None) -> Edit:
+              cohort: str | None = None, description: str | None = None, identity_groups: list[str] | None = None,
+              users: list[str] | None = None) -> Edit:
     def edit(document: CommentedMap) -> None:
         groups = _section(document, "groups")
         if name in groups:
             raise EditRefused(f"group '{name}' already exists")
+        identities = {"groups": identity_groups or None, "users": users or None}
         groups[name] = _mapping({
             "description": description, "namespaces": namespaces, "cohort": cohort,
+            "identities": identities if identity_groups or users else None,
             "allocations": {class_name: {"gpus": gpus, "cpu": _quantity(cpu), "memory": memory}},
         })
     return edit

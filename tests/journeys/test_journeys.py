@@ -192,7 +192,8 @@ def _spawner(flame, ns) -> Client:
                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
                        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
     from cluster import service_account_kubeconfig
-    return Client.from_kubeconfig(service_account_kubeconfig(flame.plane, flame.work / "spawner", ns, sa))
+    return Client.from_kubeconfig(service_account_kubeconfig(flame.plane, flame.work / "spawner" / f"{ns}.kubeconfig",
+                                                             ns, sa))
 
 
 def test_6_live_webhooks_refuse_a_bare_gpu_pod_and_a_trainjob_outside_the_group(flame_cluster):

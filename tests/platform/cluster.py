@@ -75,10 +75,27 @@ def identity_kubeconfig(plane: ControlPlane, out: pathlib.Path, name: str, user:
                             out / f"{name}.crt", out / f"{name}.key", user=name, context=name)
 
 
-def service_account_kubeconfig(plane, out, namespace, name) -> pathlib.Path:
-    """What the service account's token would give: user system:serviceaccount:NS:NAME and its groups."""
-    return identity_kubeconfig(plane, out, f"sa-{namespace}-{name}", f"system:serviceaccount:{namespace}:{name}",
-                               ("system:serviceaccounts", f"system:serviceaccounts:{namespace}"))
+def service_account_kubeconfig(plane: ControlPlane, path: pathlib.Path, namespace: str, name: str) -> pathlib.Path:
+    """A kubeconfig at `path` with a token of the (existing) service account NAMESPACE/NAME from the TokenRequest
+    API, as a pod's projected token: the process acts as system:serviceaccount:NS:NAME with its groups.
+    (A client certificate could not carry names longer than X.509's 64-character CN.)"""
+    kube = plane.kube
+    url = kube.resource_url("v1", "ServiceAccount", namespace, name) + "/token"
+    r = kube.http.post(url, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                  "spec": {"expirationSeconds": 2 * 24 * 3600}}, timeout=30)
+    if r.status_code != 201:
+        raise RuntimeError(f"token for {namespace}/{name}: {r.status_code} {vs.message(r)}")
+    token = r.json()["status"]["token"]
+    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": name,
+           "clusters": [{"name": "flame", "cluster": {"server": kube.server,
+                                                      "certificate-authority": str(plane.pki / "ca.crt")}}],
+           "users": [{"name": name, "user": {"token": token}}],
+           "contexts": [{"name": name, "context": {"cluster": "flame", "user": name, "namespace": namespace}}]}
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg))
+    path.chmod(0o600)
+    return path
 
 
 def serving_cert(plane: ControlPlane, out: pathlib.Path, name: str) -> pathlib.Path:
@@ -159,7 +176,8 @@ def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply)
     for obj in rbac:
         apply(obj)
     (sa,) = [o for o in rbac if o["kind"] == "ServiceAccount"]
-    ident = service_account_kubeconfig(plane, work / "identities", sa["metadata"]["namespace"], sa["metadata"]["name"])
+    ident = service_account_kubeconfig(plane, work / "identities" / "kwok.kubeconfig", sa["metadata"]["namespace"],
+                                       sa["metadata"]["name"])
     config = work / "kwok.yaml"
     config.write_text(yaml.safe_dump_all(kwok_stages()))
     port = free_port()

@@ -50,12 +50,12 @@ from processes import Processes, wait_ready  # noqa: E402
 
 COMPONENT_LABEL = "gpugen/component"
 
-# component -> (the Deployment this simulation runs, tools/build.sh tool, versions.env key)
+# component -> (the Deployment this simulation runs: a name suffix, tools/build.sh tool, versions.env key)
 RUNS = {
-    "kyverno": ("kyverno-admission-controller", "kyverno-controller", "KYVERNO_VERSION"),
-    "jobset": ("jobset-controller-manager", "jobset", "JOBSET_VERSION"),
-    "trainer": ("kubeflow-trainer-controller-manager", "trainer", "TRAINER_VERSION"),
-    "kueue": ("kueue-controller-manager", "kueue", "KUEUE_VERSION"),
+    "kyverno": ("admission-controller", "kyverno-controller", "KYVERNO_VERSION"),
+    "jobset": ("controller", "jobset", "JOBSET_VERSION"),
+    "trainer": ("controller-manager", "trainer", "TRAINER_VERSION"),
+    "kueue": ("controller-manager", "kueue", "KUEUE_VERSION"),
 }
 COMPONENT_TOOLS = [(tool, key) for _, tool, key in RUNS.values()] + [("helm", "HELM_VERSION")]
 
@@ -161,32 +161,50 @@ def _port_patterns(ports: dict[int, int]):
             for old, new in ports.items()]
 
 
-def _localize_config(doc, ports: dict[int, int], cert_dir: str | None):
-    """A controller-runtime style Configuration (Kueue, Trainer, JobSet): webhook on 127.0.0.1 and the mapped
-    port with our certificate directory, and no cert rotator (it would issue for the Service's DNS name)."""
-    if not isinstance(doc, dict):
-        return doc
-    if isinstance(doc.get("webhook"), dict):
-        wh = doc["webhook"]
-        wh["host"] = "127.0.0.1"
-        wh["port"] = ports.get(int(wh.get("port", 9443)), wh.get("port"))
-        if cert_dir:
-            wh["certDir"] = cert_dir
+def _map_ports(node, ports: dict[int, int]):
+    """Every integer `port`/`bindPort` field naming a container port -> its local port (recursively)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("port", "bindPort") and isinstance(v, int) and v in ports:
+                node[k] = ports[v]
+            else:
+                _map_ports(v, ports)
+    elif isinstance(node, list):
+        for v in node:
+            _map_ports(v, ports)
+
+
+def _localize_config(doc: dict, ports: dict[int, int], probe_port, metrics_port, cert_dir: str | None) -> dict:
+    """A controller-runtime style Configuration (Kueue, Trainer, JobSet): every listener on 127.0.0.1 and its
+    mapped port (set explicitly where the chart relies on a default such as :8081), the webhook serving our
+    certificate, and no cert rotator (it would issue a certificate for the Service's DNS name)."""
+    _map_ports(doc, ports)
+    wh = doc.setdefault("webhook", {})
+    wh["host"] = "127.0.0.1"
+    wh.setdefault("port", ports.get(9443, 9443))
+    if cert_dir:
+        wh["certDir"] = cert_dir
+    if probe_port:
+        doc.setdefault("health", {}).setdefault("healthProbeBindAddress", f":{probe_port}")
+    if metrics_port:
+        doc.setdefault("metrics", {}).setdefault("bindAddress", f":{metrics_port}")
     for key in ("internalCertManagement", "certManagement"):
-        if isinstance(doc.get(key), dict) or key in doc:
+        if key in doc:
             doc[key] = {**(doc.get(key) or {}), "enable": False}
     return doc
 
 
 def localize(component: str, objects: list[dict], work: pathlib.Path, plane) -> LocalComponent:
     """The one transform from a chart's objects to a local process (see the module docstring)."""
-    deployment_name, tool, key = RUNS[component]
+    suffix, tool, key = RUNS[component]
     objs = copy.deepcopy(objects)
     by_kind = lambda kind: [o for o in objs if o.get("kind") == kind]  # noqa: E731
     deployments = by_kind("Deployment")
-    (deployment,) = [d for d in deployments if d["metadata"]["name"] == deployment_name] or [None]
-    assert deployment, f"{component}: the chart renders no Deployment {deployment_name} " \
-                       f"(has: {[d['metadata']['name'] for d in deployments]})"
+    candidates = [d for d in deployments if d["metadata"]["name"].endswith(suffix)]
+    assert len(candidates) == 1, f"{component}: expected one Deployment named *{suffix} in the chart, found " \
+                                 f"{[d['metadata']['name'] for d in deployments]}"
+    (deployment,) = candidates
+    deployment_name = deployment["metadata"]["name"]
     namespace = deployment["metadata"].get("namespace")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -246,12 +264,19 @@ def localize(component: str, objects: list[dict], work: pathlib.Path, plane) -> 
             except yaml.YAMLError:
                 continue
             if isinstance(doc, dict) and doc.get("kind") == "Configuration":
-                doc = _localize_config(doc, ports, webhook_cert_dir)
+                metrics_port = named.get("metrics", 8443 if 8443 in ports else None)
+                doc = _localize_config(doc, ports, probe_port, metrics_port, webhook_cert_dir)
                 f.write_text(_rewrite(yaml.safe_dump(doc), replacements))
 
-    # Command line and environment.
+    # Command line and environment. A port in a flag (`--x=:8080`, `--metricsPort=8000`) is a listener too.
+    raw_args = container.get("command", [])[1:] + container.get("args", [])
+    for a in raw_args:
+        for m in re.finditer(r"(?:=[\w.\[\]:]*:|Port=)(\d+)\b", a):
+            ports.setdefault(int(m.group(1)), free_port())
+    replacements += _port_patterns(ports)
+    replacements += [(re.compile(rf"(?<=Port=){old}\b"), str(new)) for old, new in ports.items()]
     binary = str(vs.tool_bin(tool, key))
-    argv = [binary] + [_rewrite(a, replacements) for a in container.get("command", [])[1:] + container.get("args", [])]
+    argv = [binary] + [_rewrite(a, replacements) for a in raw_args]
     sa = pod.get("serviceAccountName", "default")
     field_values = {"metadata.namespace": namespace, "metadata.name": f"{deployment_name}-local",
                     "spec.serviceAccountName": sa, "spec.nodeName": "localhost", "status.podIP": "127.0.0.1",
@@ -264,25 +289,32 @@ def localize(component: str, objects: list[dict], work: pathlib.Path, plane) -> 
         elif "fieldRef" in (e.get("valueFrom") or {}):
             env[e["name"]] = field_values[e["valueFrom"]["fieldRef"]["fieldPath"]]
         # resourceFieldRef (GOMEMLIMIT, GOMAXPROCS from limits): left to the Go runtime's defaults
-    kubeconfig = service_account_kubeconfig(plane, root / "identity", namespace, sa)
+    # Written by write_identity() once the chart's ServiceAccount exists.
+    kubeconfig = root / "identity" / "kubeconfig"
     env["KUBECONFIG"] = str(kubeconfig)
     ready_path = probe.get("path", "/readyz")
     scheme = (probe.get("scheme") or "HTTP").lower()
     ready_url = f"{scheme}://127.0.0.1:{ports[int(probe_port)]}{ready_path}" if probe_port else ""
 
     skipped = []
+    launcher: list[str] = []
     if component == "kyverno":
+        # Out of cluster, Kyverno registers its webhooks with url https://<serverIP><path> and issues its
+        # certificate for that IP (cmd/kyverno --serverIP); it reads the kubeconfig from a flag only.
         webhook_port = ports[int(named.get("https", 9443))]
-        argv = [a for a in argv if not a.startswith(("--serverIP", "--webhookServerPort", "--webhookServerHost"))]
-        argv += [f"--serverIP=127.0.0.1:{webhook_port}", f"--webhookServerPort={webhook_port}",
-                 "--webhookServerHost=127.0.0.1", f"--kubeconfig={kubeconfig}"]
-        for flag, default in (("--metricsPort", 8000), ("--profilePort", 6060)):
-            if not any(a.startswith(flag) for a in argv):
-                argv.append(f"{flag}={free_port()}")
-        if not any(a.startswith("--controllerRuntimeMetricsAddress") for a in argv):
-            argv.append(f"--controllerRuntimeMetricsAddress=127.0.0.1:{free_port()}")
-        if ready_url.startswith("https://"):
-            pass
+        argv = [a for a in argv if not a.startswith(("--serverIP", "--webhookServerHost"))]
+        argv += [f"--serverIP=127.0.0.1:{webhook_port}", "--webhookServerHost=127.0.0.1", f"--kubeconfig={kubeconfig}"]
+        if pod.get("initContainers"):
+            skipped.append(f"init containers {[c['name'] for c in pod['initContainers']]} of {deployment_name} "
+                           "(clean-ups of a previous installation; the cluster is new)")
+    if component == "kueue":
+        # Kueue's visibility API server writes certificates to a fixed /visibility and is reached only through
+        # the APIService left out above: off (VisibilityOnDemand is a Kueue feature gate).
+        argv.append("--feature-gates=VisibilityOnDemand=false")
+        # With internal cert management off Kueue reads its metrics certificate from the fixed path
+        # /etc/kueue/metrics/certs: provided in a private mount namespace (tests/e2e/kueue_e2e.py).
+        launcher = _kueue_metrics_cert_launcher(root, certs)
+    argv = launcher + argv
 
     # Webhook configurations: Service -> loopback URL with our CA.
     ca_bundle = base64.b64encode((plane.pki / "ca.crt").read_bytes()).decode()
@@ -324,6 +356,19 @@ def localize(component: str, objects: list[dict], work: pathlib.Path, plane) -> 
         apply_first.append(o)
     return LocalComponent(component, namespace, apply_first, webhooks, argv, env, root, ready_url, (namespace, sa),
                           skipped)
+
+
+def write_identity(lc: LocalComponent, plane):
+    """The process's kubeconfig: a token of the chart's ServiceAccount (apply the chart's objects first)."""
+    service_account_kubeconfig(plane, pathlib.Path(lc.env["KUBECONFIG"]), *lc.service_account)
+
+
+def _kueue_metrics_cert_launcher(root: pathlib.Path, certs: pathlib.Path) -> list[str]:
+    sys.path.insert(0, str(HERE.parent / "e2e"))
+    import kueue_e2e  # noqa: PLC0415
+    work = root / "mountns"
+    work.mkdir(exist_ok=True)
+    return kueue_e2e._metrics_cert_launcher(work, certs)
 
 
 def ready_check(url: str):

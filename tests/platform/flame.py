@@ -32,7 +32,7 @@ from generator.inventory import load_inventory  # noqa: E402
 
 from cluster import CLUSTER_TOOLS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes  # noqa: E402,F401
 from components import (COMPONENT_TOOLS, LocalComponent, chart_objects, component_applications, localize,  # noqa: E402
-                        ready_check)
+                        ready_check, write_identity)
 from kube import ApiError, Client, poll  # noqa: E402
 from processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
@@ -270,6 +270,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, bootstrap:
             lc = localize(name, chart_objects(app), work / "components", k8s.plane)
             ensure_namespace(admin, lc.namespace)
             apply_all(admin, lc.apply_first, lc.namespace)
+            write_identity(lc, k8s.plane)
             local[name] = lc
             skipped += [f"{name}: {s}" for s in lc.skipped]
         started = {}

@@ -43,6 +43,11 @@ class Client:
         cfg = yaml.safe_load(pathlib.Path(path).read_text())
         cluster = cfg["clusters"][0]["cluster"]
         user = cfg["users"][0]["user"]
+        if "token" in user:  # a service account's token
+            kube = vs.Kube(cluster["server"], cluster["certificate-authority"], "", "")
+            kube.http.cert = None
+            kube.http.headers["Authorization"] = f"Bearer {user['token']}"
+            return cls(kube)
         return cls(vs.Kube(cluster["server"], cluster["certificate-authority"], user["client-certificate"],
                            user["client-key"]))
 

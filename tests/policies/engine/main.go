@@ -4,7 +4,7 @@
 //
 //	engine POLICY_FILE... < requests.json > responses.json
 //
-// requests.json: [{"id", "operation", "username", "object", "oldObject", "namespaces"}]; namespaces are the
+// requests.json: [{"id", "operation", "subResource", "username", "object", "oldObject", "namespaces"}]; namespaces are the
 // names of the existing namespaces (each gets the kubernetes.io/metadata.name label, as the API server sets it).
 // responses.json: [{"id", "policy", "status", "message"}], one per policy that matched the request.
 package main
@@ -32,12 +32,13 @@ import (
 )
 
 type request struct {
-	ID         string                 `json:"id"`
-	Operation  string                 `json:"operation"`
-	Username   string                 `json:"username"`
-	Object     map[string]interface{} `json:"object"`
-	OldObject  map[string]interface{} `json:"oldObject"`
-	Namespaces []string               `json:"namespaces"`
+	ID          string                 `json:"id"`
+	Operation   string                 `json:"operation"`
+	SubResource string                 `json:"subResource"`
+	Username    string                 `json:"username"`
+	Object      map[string]interface{} `json:"object"`
+	OldObject   map[string]interface{} `json:"oldObject"`
+	Namespaces  []string               `json:"namespaces"`
 }
 
 type response struct {
@@ -86,7 +87,7 @@ func run() error {
 		}
 		gvk := object.GroupVersionKind()
 		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(gvk.Kind) + "s"}
-		engineRequest := celengine.Request(libs.NewFakeContextProvider(), gvk, gvr, "", object.GetName(), object.GetNamespace(),
+		engineRequest := celengine.Request(libs.NewFakeContextProvider(), gvk, gvr, req.SubResource, object.GetName(), object.GetNamespace(),
 			admissionv1.Operation(req.Operation), authenticationv1.UserInfo{Username: req.Username}, object, oldObject, false, nil)
 		result, err := engine.Handle(context.TODO(), engineRequest, nil)
 		if err != nil {

@@ -1,0 +1,113 @@
+"""`make demo`: start the simulated FLAME (tests/platform/flame.py) with the committed rendered/ and bootstrap/,
+print a researcher's and the admin's KUBECONFIG and a few commands to try, stay up until Ctrl-C, then stop
+every process it started (also when start-up fails: the failing component is named with its log).
+
+    python tools/demo.py [--work DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import signal
+import sys
+import tempfile
+import textwrap
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "platform"))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+import flame as flame_mod  # noqa: E402
+
+SEED_EXAMPLE = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: my-job
+spec:
+  runtimeRef:
+    name: torch-gh200
+  trainer:
+    resourcesPerNode:
+      requests:
+        cpu: "8"
+        memory: "64Gi"
+        nvidia.com/gpu: "1"
+      limits:
+        nvidia.com/gpu: "1"
+"""
+
+
+def _stop_on_sigterm(*_):
+    raise KeyboardInterrupt
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=pathlib.Path, help="directory for state, certificates and logs "
+                        "(default: a new one under /tmp)")
+    args = parser.parse_args(argv)
+    work = args.work or pathlib.Path(tempfile.mkdtemp(prefix="gpugen-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    print(f"starting the simulated FLAME in {work} (logs: {work}/logs, {work}/apiserver) ...", flush=True)
+    flame = None
+    try:
+        flame = flame_mod.start_flame(work, log=lambda m: print("  " + m, flush=True))
+        print_welcome(flame, work)
+        while True:  # up until Ctrl-C; a component that dies ends the demo with its name and log
+            flame.check_running()
+            time.sleep(2)
+    except KeyboardInterrupt:
+        print("\nstopping ...", flush=True)
+        return 0
+    except flame_mod.ToolMissing as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    except flame_mod.ComponentFailed as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if flame:
+            flame.stop()
+        # start_flame stops what it started when it fails itself.
+        print("every process the demo started has stopped.", flush=True)
+
+
+def print_welcome(flame, work: pathlib.Path):
+    example = work / "my-job.yaml"
+    example.write_text(SEED_EXAMPLE)
+    nodes = ", ".join(flame.nodes)
+    lines = [f"\nFLAME (simulated) is up in {flame.timings['ready']:.0f}s: nodes {nodes}.", ""]
+    if flame.researchers:
+        group, r = next(iter(flame.researchers.items()))
+        ns = r.namespaces[0]
+        lines += [f"Researcher of {group} (user {r.user}, groups {', '.join(r.groups) or '-'}), namespace {ns}:",
+                  f"  export KUBECONFIG={r.kubeconfig}", ""]
+        try_lines = [
+            "kubectl get clustertrainingruntimes",
+            f"kubectl -n {ns} create -f {example}          # the seed page's YAML example",
+            f"kubectl -n {ns} get workloads -w                # Kueue admits it on flavor gh200",
+            f"kubectl -n {ns} get pods -o wide -w             # placed on a GH200 node, runs, completes",
+            f"python -c 'from kubeflow.trainer import TrainerClient; "
+            f"print([r.name for r in TrainerClient().list_runtimes()])'",
+        ]
+    else:
+        ns = next(iter(flame.inventory.groups.values())).namespaces[0]
+        lines += ["No researcher identity: the inventory lists no `identities` for any group, so the rendered",
+                  "RBAC binds nobody to the research namespaces. Use the admin KUBECONFIG below.", ""]
+        try_lines = ["kubectl get clustertrainingruntimes",
+                     f"kubectl -n {ns} create -f {example}",
+                     f"kubectl -n {ns} get workloads -w", f"kubectl -n {ns} get pods -o wide -w"]
+    lines += ["Admin (system:masters):", f"  export KUBECONFIG={flame.admin_kubeconfig}", "", "Try:"]
+    lines += ["  " + t for t in try_lines]
+    lines += ["", f"Logs: {work}/logs/ (components), {work}/apiserver/ (etcd, kube-apiserver).",
+              "Not run here: " + "; ".join(flame.skipped[:3]) + (" ..." if len(flame.skipped) > 3 else ""),
+              "Ctrl-C stops everything."]
+    print(textwrap.dedent("\n".join(lines)), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
