@@ -129,11 +129,25 @@ def _flavors_used(queue: dict[str, Any]) -> set[str]:
     return {flavor for flavor, _ in _nominal_quotas(queue)}
 
 
+def _flavor_classes(objects: dict[Key, dict]) -> dict[str, str]:
+    """Flavor name -> the GPU class it serves (its gpugen/gpu-class annotation; the flavor's name without one)."""
+    return {name: obj["metadata"].get("annotations", {}).get(GPU_CLASS_ANNOTATION, name)
+            for (kind, _, name), obj in objects.items() if kind == "ResourceFlavor"}
+
+
+def _quotas_by_class(queue: dict[str, Any], flavor_classes: dict[str, str]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(class, resource) -> (flavor, nominal quota). Keyed by class so that renaming a class's flavor compares
+    the same quota under its new name instead of reading as removed."""
+    return {(flavor_classes.get(flavor, flavor), resource): (flavor, amount)
+            for (flavor, resource), amount in _nominal_quotas(queue).items()}
+
+
 WAITS_ON_WORKLOADS = "waits on running workloads"
 
 
 def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChange]) -> list[Risk]:
     risks: list[Risk] = []
+    base_classes, new_classes = _flavor_classes(base), _flavor_classes(new)
     for change in changes:
         kind, _, name = change.key
         if change.action == "changed":
@@ -148,14 +162,18 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
                     risks.append(Risk(change.key, f"{RECREATE}: nodeLabels and tolerations are immutable "
                                                   "while topologyName is set"))
             if kind == "ClusterQueue":
-                before, after = _nominal_quotas(old_obj), _nominal_quotas(new[change.key])
-                for (flavor, resource), amount in sorted(before.items()):
-                    if (flavor, resource) not in after:
+                before = _quotas_by_class(old_obj, base_classes)
+                after = _quotas_by_class(new[change.key], new_classes)
+                for (gpu_class, resource), (flavor, amount) in sorted(before.items()):
+                    if (gpu_class, resource) not in after:
                         risks.append(Risk(change.key, f"quota reduction: {resource} on flavor {flavor} removed "
                                                       f"(was {amount}); workloads needing it can no longer be admitted"))
-                    elif parse_quantity(after[(flavor, resource)]) < parse_quantity(amount):
-                        risks.append(Risk(change.key, f"quota reduction: {resource} on flavor {flavor} "
-                                                      f"{amount} -> {after[(flavor, resource)]}; "
+                        continue
+                    new_flavor, new_amount = after[(gpu_class, resource)]
+                    if parse_quantity(new_amount) < parse_quantity(amount):
+                        renamed = f" (now flavor {new_flavor})" if new_flavor != flavor else ""
+                        risks.append(Risk(change.key, f"quota reduction: {resource} on flavor {flavor}{renamed} "
+                                                      f"{amount} -> {new_amount}; "
                                                       "admitted workloads keep running, new ones may wait"))
         elif change.action == "removed":
             if kind == "ResourceFlavor":
@@ -165,8 +183,11 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
                     risks.append(Risk(change.key, f"flavor removed but ClusterQueues still use it: {', '.join(still)}; "
                                                   "its resource-in-use finalizer blocks deletion"))
                 elif users:
+                    successor = [flavor for flavor, gpu_class in new_classes.items()
+                                 if gpu_class == base_classes.get(name) and flavor != name]
+                    renamed = f"; class {base_classes[name]} now uses flavor {successor[0]}" if successor else ""
                     risks.append(Risk(change.key, f"flavor removed that ClusterQueues used: {', '.join(users)}; "
-                                                  "workloads admitted on it keep running until they finish"))
+                                                  f"workloads admitted on it keep running until they finish{renamed}"))
             if kind == "ClusterTrainingRuntime":
                 gpu_class = base[change.key]["metadata"].get("annotations", {}).get(GPU_CLASS_ANNOTATION, name)
                 holders = sorted(k[2] for k, obj in base.items() if k[0] == "ClusterQueue"

@@ -1,7 +1,10 @@
 """`plan`: golden tests on the inventory changes reviewers see most, and the risk flags they must not miss.
 
-Goldens live in tests/golden/plan/. After an intended output change, regenerate them with
-`UPDATE_GOLDEN=1 pytest tests/test_plan.py` and read the diff before committing it.
+Goldens live in tests/golden/plan/<scenario>.txt. Each starts with a comment block saying what the inventory
+change is and what a reviewer should find in the plan below it (SHOWS); the risk lines are also asserted
+one by one in the tests further down, written from the scenario, not from the output. After an intended output
+change, regenerate with `UPDATE_GOLDEN=1 pytest tests/test_plan.py`, then read each golden against its SHOWS
+text before committing it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,38 @@ SCENARIOS = {
     "retarget-local-queue": (FLAME, FLAME.replace("namespaces: [vision-lab]", "namespaces: [vision-lab, nlp-lab-teaching]")
                              .replace("[nlp-lab, nlp-lab-teaching]", "[nlp-lab]")),
     "change-runtime-image": (FLAME, edit.edit_text(FLAME, edit.set_image("gh200", "ghcr.io/urcf/pytorch:2.10.0-cuda13.0"))),
+    "rename-flavor": (FLAME, FLAME.replace("    arch: arm64\n", "    arch: arm64\n    flavor: gh200-grace-hopper\n", 1)),
+}
+
+# What each golden shows: the inventory change, then what the reviewer must see (and must not see).
+SHOWS = {
+    "add-amd64-h100-class": """\
+Change: add class h100 (amd64, 2 nodes x 8 GPUs) and give vision-lab 8 GPUs, 96 CPU, 950Gi on it.
+Expect: runtime torch-h100 and flavor h100 added; vision-lab's ClusterQueue gains flavor h100 with the four
+nominal quotas (pods 110 = 8 GPUs x 110 pods / 8 GPUs per node); the policies that list the runtimes
+now name torch-h100 too, and the image-arch policy maps it to amd64. No risk: nothing is taken away.""",
+    "raise-group-quota": """\
+Change: vision-lab's gh200 CPU quota 36 -> 40.
+Expect: one field changed, no risk (a raise never blocks admitted or waiting jobs).""",
+    "lower-group-quota": """\
+Change: vision-lab's gh200 memory quota 240G -> 200G.
+Expect: one field changed and one quota-reduction risk naming memory, flavor gh200 and both amounts.""",
+    "remove-class-still-allocated": """\
+Change: the reverse of add-amd64-h100-class (class h100 and vision-lab's allocation on it removed).
+Expect: torch-h100 and flavor h100 removed; four quota-reduction risks (one per resource on h100); the
+runtime's risk names vision-lab as the group that held h100; the flavor's risk says vision-lab used it.""",
+    "retarget-local-queue": """\
+Change: namespace nlp-lab-teaching moves from group nlp-lab to group vision-lab.
+Expect: both ClusterQueues' namespace lists change; the LocalQueue's spec.clusterQueue changes, which the API
+server refuses in place: a delete-and-recreate risk.""",
+    "change-runtime-image": """\
+Change: gh200's image 2.9.1-cuda12.9 -> 2.10.0-cuda13.0.
+Expect: exactly one field changed (the runtime container's image), no risk.""",
+    "rename-flavor": """\
+Change: class gh200's flavor renamed gh200 -> gh200-grace-hopper (same nodes, same quotas).
+Expect: the flavor gh200 removed and gh200-grace-hopper added; both ClusterQueues move their quotas to the new
+name. Quotas are compared per class, so there is NO quota-reduction risk; the one risk is the old flavor's
+removal (its admitted workloads keep running), naming the flavor that replaces it.""",
 }
 
 
@@ -53,7 +88,7 @@ SCENARIOS = {
 def test_plan_matches_golden(scenario):
     base, new = SCENARIOS[scenario]
     plan = make_plan(synced(base), synced(new))
-    text = format_text(plan)
+    text = "".join(f"# {line}".rstrip() + "\n" for line in SHOWS[scenario].splitlines()) + "\n" + format_text(plan)
     golden = GOLDEN / f"{scenario}.txt"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -83,6 +118,21 @@ def test_removed_class_names_the_groups_that_held_it():
     assert any("class h100 removed while groups held allocations on it: vision-lab" in r for r in flagged)
     assert any(r.startswith("ResourceFlavor h100: flavor removed that ClusterQueues used: vision-lab") for r in flagged)
     assert any("quota reduction: nvidia.com/gpu on flavor h100 removed" in r for r in flagged)
+
+
+def test_renamed_flavor_moves_quotas_without_reporting_reductions():
+    assert risks("rename-flavor") == [
+        "ResourceFlavor gh200: flavor removed that ClusterQueues used: nlp-lab, vision-lab; workloads admitted on it "
+        "keep running until they finish; class gh200 now uses flavor gh200-grace-hopper"]
+
+
+def test_a_lowered_quota_under_a_renamed_flavor_is_still_a_reduction():
+    base, _ = SCENARIOS["rename-flavor"]
+    renamed = SCENARIOS["rename-flavor"][1]
+    lowered = edit.edit_text(renamed, edit.set_allocation("vision-lab", "gh200", memory="200G"))
+    flagged = [f"{r.key[0]} {r.key[2]}: {r.what}" for r in make_plan(synced(base), synced(lowered)).risks]
+    assert ("ClusterQueue vision-lab: quota reduction: memory on flavor gh200 (now flavor gh200-grace-hopper) "
+            "240G -> 200G; admitted workloads keep running, new ones may wait") in flagged
 
 
 def test_image_change_is_a_change_not_a_risk():
@@ -150,8 +200,20 @@ def test_markdown_truncation_keeps_risks_first_and_stays_valid(limit):
     assert len(full) > limit >= len(cut)
     assert "Truncated to fit a GitHub comment" in cut
     assert cut.count("<details>") == cut.count("</details>")
-    assert "**0 added, 5 changed, 2 removed, 6 risk(s)**" in cut
+    counts = next(line for line in full.splitlines() if line.startswith("**"))  # e.g. **0 added, ... 6 risk(s)**
+    assert counts in cut
     if limit >= 1500:
         assert all(f"`{_name}`" in cut for _name in ("vision-lab", "torch-h100", "h100")), "every risk is kept"
     else:
         assert "more risk(s)" in cut
+
+
+def test_removing_a_group_names_the_cluster_queue_that_waits_on_running_workloads():
+    """Kueue keeps a deleted ClusterQueue Terminating while workloads reserve quota in it (shown against the real
+    Kueue in tests/e2e): the reviewer must see that before merging."""
+    import yaml
+    data = yaml.safe_load(FLAME)
+    del data["groups"]["nlp-lab"]
+    plan = make_plan(synced(FLAME), synced(yaml.safe_dump(data)))
+    waits = [r for r in plan.risks if "waits on running workloads" in r.what]
+    assert [(r.key[0], r.key[2]) for r in waits] == [("ClusterQueue", "nlp-lab")]

@@ -201,9 +201,12 @@ def claim_objects(inventory: Inventory, namespaces: set[str], claims: tuple[str,
     """The PVCs (cluster.storage's home and/or workspace claim) of each namespace."""
     storage = inventory.cluster.storage
     names = [getattr(storage, claim).claimName for claim in claims]
+    # The CLI's fake cluster client lists only kinds it holds objects of: one PVC outside the research
+    # namespaces keeps `resource.List` of PVCs working where a namespace has none (a real API server lists []).
+    where = [(ns, name) for ns in sorted(namespaces) for name in names] + [("ops", "unrelated")]
     return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": ns},
              "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "100Gi"}}}}
-            for ns in sorted(namespaces) for name in names]
+            for ns, name in where]
 
 
 def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, crds: list[Path],

@@ -169,7 +169,7 @@ class ArgoSync:
         swapped = {w: waves[len(waves) - 1 - i] for i, w in enumerate(waves)}
         for t in prunes:
             t.wave = swapped[t.wave]
-        last = max([t.wave for t in tasks], default=0) + 1
+        last = max([0, *(t.wave for t in tasks)]) + 1  # syncPhaseLastWave starts at 0
         for t in prunes:
             if self.prune_last or has_option(t.live, "PruneLast=true"):
                 t.wave = last

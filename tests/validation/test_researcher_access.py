@@ -343,3 +343,75 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
             assert plain.status_code == 201, message(plain)
             assert 'would violate PodSecurity' in plain.headers.get("Warning", "") and 'restricted:' in plain.headers["Warning"], \
                 plain.headers
+
+
+# ---------------------------------------------------------------- a group leaves: Argo CD keeps its Namespace
+
+def argo_sync_model():
+    """tests/platform/argo_sync.py: the project's model of Argo CD's (gitops-engine's) sync order and pruning."""
+    import importlib.util
+
+    path = REPO / "tests" / "platform" / "argo_sync.py"
+    if not path.exists():
+        unavailable(f"{path} is missing")
+    spec = importlib.util.spec_from_file_location("gpugen_argo_sync_access", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class SyncApi:
+    """The calls argo_sync.ArgoSync makes, as the admin (Argo CD's controller is cluster-admin)."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+
+    def get(self, api_version, kind, name, namespace=None):
+        r = self.kube.http.get(self.kube.resource_url(api_version, kind, namespace, name), timeout=30)
+        return None if r.status_code == 404 else r.json()
+
+    def list(self, api_version, kind, namespace=None):
+        r = self.kube.http.get(self.kube.resource_url(api_version, kind, namespace), timeout=30)
+        assert r.ok, message(r)
+        return r.json()["items"]
+
+    def apply(self, obj):
+        return self.kube.apply(obj, dry_run=False)
+
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
+        r = self.kube.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
+                                  json={"propagationPolicy": propagation}, timeout=60)
+        assert r.status_code in (200, 202, 404), message(r)
+
+
+def test_a_group_leaving_keeps_its_namespace_and_loses_its_binding(cluster, applied_tree, inventory):
+    """Synced in Argo CD's order (waves, PruneLast, waiting on pruned objects): the leaving group's Namespace
+    is kept (Prune=false), not left terminating; its RoleBinding and LocalQueue are pruned. A Namespace
+    without Prune=false would be deleted and, with no namespace controller here, stay terminating: the sync
+    would never finish."""
+    if not inventory.cluster.createNamespaces:
+        pytest.skip("the inventory does not render Namespaces")
+    from generator.builders import synced_objects
+    from generator.inventory import load_inventory_text
+
+    flame = (REPO / "gpu_classes.yaml").read_text(encoding="utf-8")
+    first_class = next(iter(inventory.classes))
+    leaving = flame + (f"  leaving-lab:\n    namespaces: [leaving-lab]\n    identities:\n      groups: [\"oidc:leaving-lab\"]\n"
+                       f"    allocations:\n      {first_class}: {{gpus: 0, cpu: 0, memory: 0}}\n")
+    with_group = synced_objects(load_inventory_text(leaving, "gpu_classes.yaml"))
+    without = synced_objects(load_inventory_text(flame, "gpu_classes.yaml"))
+    assert any(o["kind"] == "Namespace" and o["metadata"]["name"] == "leaving-lab" for o in with_group)
+
+    api = SyncApi(cluster)
+    argo = argo_sync_model().ArgoSync(api, "research-access", prune_last=True, propagation="Background")
+    first = argo.sync(with_group, timeout=60)
+    assert first.phase == "Succeeded", first.message
+    assert api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "researcher", "leaving-lab") is not None
+
+    second = argo.sync(without, timeout=60)
+    assert second.phase == "Succeeded", f"{second.message}: {second.waiting_on}"
+    namespace = api.get("v1", "Namespace", "leaving-lab")
+    assert namespace is not None and "deletionTimestamp" not in namespace["metadata"], namespace
+    assert any("prune skipped (Prune=false) Namespace/leaving-lab" in step for step in second.steps), second.steps
+    assert api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "researcher", "leaving-lab") is None
+    assert api.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "default", "leaving-lab") is None
