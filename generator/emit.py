@@ -38,7 +38,7 @@ _PLAIN_NON_STRINGS = {"true": _BOOL, "false": _BOOL, "null": _NULL}
 
 
 def needs_quotes(text: str) -> bool:
-    return text == "" or text in _NOT_PLAIN_WORDS or bool(_NUMBER_LIKE.match(text))
+    return text == "" or text in _NOT_PLAIN_WORDS or bool(_NUMBER_LIKE.fullmatch(text))
 
 
 @lru_cache(maxsize=65536)

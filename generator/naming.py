@@ -35,6 +35,11 @@ def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
 SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 
+def research_namespaces(inventory: Inventory) -> list[str]:
+    """Every group's namespaces, sorted (rules.py keeps them unique across groups)."""
+    return sorted({ns for group in inventory.groups.values() for ns in group.namespaces})
+
+
 def platform_namespaces(inventory: Inventory) -> list[str]:
     """Namespaces the platform's own controllers run in (installed or adopted): never a research namespace."""
     components = inventory.cluster.components

@@ -1,158 +1,80 @@
 """The "Available runtimes" page a cluster's users read, rendered from the inventory.
 
-Pure: inventory -> Markdown text. Part of every render, so `render --check` keeps it fresh.
+Pure: inventory -> Markdown text. Part of every render, so `render --check` keeps it fresh. The page's text
+lives in generator/templates/ (runtimes.md, one runtime-section.md per class, two-nodes.md for classes with
+two or more nodes), stdlib string.Template with $names: no template engine to import on every render. This
+module only computes the values and the table rows.
 """
 
 from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from string import Template
 
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory.models import GpuClass, Inventory
 from generator.naming import flavor_name, runtime_name
 
+TEMPLATES = Path(__file__).with_name("templates")
 
-def _class_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> list[str]:
-    cluster = inventory.cluster
-    runtime = runtime_name(name)
+
+@cache
+def _template(name: str) -> Template:
+    return Template((TEMPLATES / name).read_text(encoding="utf-8"))
+
+
+def _count(number: int, noun: str) -> str:
+    """1 GPU, 2 GPUs."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _runtime_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> str:
+    storage = inventory.cluster.storage
     per_node = gpu_class.perNode
-    total_gpus = per_node.gpus * gpu_class.nodes
-    lines = [f"### {runtime}", ""]
-    if gpu_class.description:
-        lines += [f"{gpu_class.description}.", ""]
-    lines += [
-        "| | |",
-        "|---|---|",
-        f"| GPU class | `{name}` (Kueue flavor `{flavor_name(name, gpu_class)}`) |",
-        f"| CPU architecture | `{gpu_class.arch}` — custom images must be built for `linux/{gpu_class.arch}` |",
-        f"| Default image | `{gpu_class.image}` |",
-        f"| Default number of nodes | {gpu_class.numNodes} |",
-        f"| Hardware | {gpu_class.nodes} node(s), each {per_node.gpus} GPU(s), {per_node.cpu} CPU, {per_node.memory} "
-        f"memory: {total_gpus} GPU(s) in total |",
-        "| Node selector (set for you) | " + ", ".join(f"`{k}={v}`" for k, v in sorted(gpu_class.nodeSelector.items()))
-        + " |",
-        "",
-        "Environment variables set by the runtime:",
-        "",
-        "| variable | value |",
-        "|---|---|",
-        *[f"| `{var}` | `{value}` |" for var, value in cluster.cacheEnv.items()],
-        "",
-        "Volumes in every pod:",
-        "",
-        "| path | what | set by |",
-        "|---|---|---|",
-        "| `/dev/shm` | memory-backed shared memory for data-loader workers, bounded by the pod's memory limit "
-        "| the runtime |",
-        f"| `{cluster.storage.home.mountPath}` | your home PVC (`{cluster.storage.home.claimName}`) | cluster policy, "
-        "for every Job |",
-        f"| `{cluster.storage.workspace.mountPath}` | your workspace PVC (`{cluster.storage.workspace.claimName}`) "
-        "| cluster policy, for every Job |",
-        "",
-        "The runtime requests no GPU: ask for GPUs per node. One GPU:",
-        "",
-        "```python",
-        "from kubeflow.trainer import TrainerClient, CustomTrainer",
-        "",
-        "client = TrainerClient()",
-        "job_name = client.train(",
-        f'    runtime="{runtime}",',
-        "    trainer=CustomTrainer(",
-        "        func=my_train_fn,",
-        '        resources_per_node={"cpu": 8, "memory": "64Gi", "gpu": 1},',
-        "    ),",
-        ")",
-        "```",
-        "",
-    ]
-    max_single = per_node.gpus
-    lines += [f"A single-node job can use at most {max_single} GPU(s) (one node's worth)."]
+    two_nodes = ""
     if gpu_class.nodes >= 2:
-        lines += [
-            f" For two nodes with {per_node.gpus} GPU(s) each, add `num_nodes=2` and set "
-            f'`"gpu": {per_node.gpus}` per node:',
-            "",
-            "```python",
-            "trainer=CustomTrainer(",
-            "    func=my_train_fn,",
-            "    num_nodes=2,",
-            f'    resources_per_node={{"cpu": 8, "memory": "64Gi", "gpu": {per_node.gpus}}},',
-            ")",
-            "```",
-        ]
-    lines += [
-        "",
-        "The same in YAML:",
-        "",
-        "```yaml",
-        "apiVersion: trainer.kubeflow.org/v1alpha1",
-        "kind: TrainJob",
-        "metadata:",
-        "  name: my-job",
-        "spec:",
-        "  runtimeRef:",
-        f"    name: {runtime}",
-        "  trainer:",
-        "    resourcesPerNode:",
-        "      requests:",
-        '        cpu: "8"',
-        '        memory: "64Gi"',
-        '        nvidia.com/gpu: "1"',
-        "      limits:",
-        '        nvidia.com/gpu: "1"',
-        "```",
-        "",
-    ]
-    return lines
+        two_nodes = _template("two-nodes.md").substitute(gpus_per_node=_count(per_node.gpus, "GPU"), gpus=per_node.gpus)
+    return _template("runtime-section.md").substitute(
+        runtime=runtime_name(name),
+        description=f"{gpu_class.description}.\n\n" if gpu_class.description else "",
+        class_name=name,
+        flavor=flavor_name(name, gpu_class),
+        arch=gpu_class.arch,
+        image=gpu_class.image,
+        num_nodes=gpu_class.numNodes,
+        nodes=_count(gpu_class.nodes, "node"),
+        gpus_per_node=_count(per_node.gpus, "GPU"),
+        cpu_per_node=per_node.cpu,
+        memory_per_node=per_node.memory,
+        total_gpus=_count(per_node.gpus * gpu_class.nodes, "GPU"),
+        node_selector=", ".join(f"`{key}={value}`" for key, value in sorted(gpu_class.nodeSelector.items())),
+        env_rows="\n".join(f"| `{var}` | `{value}` |" for var, value in inventory.cluster.cacheEnv.items()),
+        home_path=storage.home.mountPath,
+        home_claim=storage.home.claimName,
+        workspace_path=storage.workspace.mountPath,
+        workspace_claim=storage.workspace.claimName,
+        two_nodes=two_nodes,
+    )
 
 
 def runtimes_page(inventory: Inventory, source: str) -> str:
     classes = sorted(inventory.classes.items())
-    names = ", ".join(f"`{runtime_name(name)}`" for name, _ in classes)
-    lines = [
-        f"<!-- Generated by gpugen from {source}. Do not edit by hand: change {source} and run `make render`. -->",
-        "",
-        f"# Training runtimes on {inventory.cluster.name.upper()}",
-        "",
-        "A training runtime is a named bundle of defaults for a Kubeflow TrainJob: image, environment, volumes "
-        "and number of nodes. There is one runtime per GPU class, named `torch-<class>`, and naming the runtime is "
-        "how you choose the hardware: its node selector lands your pods on that class and routes the job through "
-        "that class's share of your research group's allocation. There is deliberately no GPU-agnostic runtime.",
-        "",
-        "You never set a node selector, a flavor or a queue name: the runtime and the cluster do. Your job goes to "
-        f"the `{DEFAULT_LOCAL_QUEUE}` queue of your namespace automatically.",
-        "",
-        "## Available runtimes",
-        "",
-        f"Runtimes: {names}. To list them yourself: `kubectl get clustertrainingruntimes`, or "
-        "`TrainerClient().list_runtimes()` in Python.",
-        "",
-        "| runtime | GPU class | CPU architecture | default image | nodes × GPUs |",
-        "|---|---|---|---|---|",
-        *[f"| `{runtime_name(name)}` | `{name}` | `{c.arch}` | `{c.image}` | {c.nodes} × {c.perNode.gpus} |"
-          for name, c in classes],
-        "",
+    allocation_rows = [
+        f"| `{group_name}` | {', '.join(f'`{ns}`' for ns in group.namespaces)} | "
+        f"{f'`{group.cohort}`' if group.cohort else '—'} | `{class_name}` | {allocation.gpus} | "
+        f"{allocation.cpu} | {allocation.memory} |"
+        for group_name, group in sorted(inventory.groups.items())
+        for class_name, allocation in sorted(group.allocations.items())
     ]
-    for name, gpu_class in classes:
-        lines += _class_section(inventory, name, gpu_class)
-    lines += [
-        "## Allocations",
-        "",
-        "Each research group has a nominal quota per GPU class. Groups in the same cohort borrow each other's idle "
-        "quota, so a job larger than your own quota can still run while others are idle.",
-        "",
-        "| group | namespaces | cohort | GPU class | GPUs | CPU | memory |",
-        "|---|---|---|---|---:|---:|---:|",
-    ]
-    for group_name, group in sorted(inventory.groups.items()):
-        for class_name, allocation in sorted(group.allocations.items()):
-            lines.append(f"| `{group_name}` | {', '.join(f'`{ns}`' for ns in group.namespaces)} | "
-                         f"{f'`{group.cohort}`' if group.cohort else '—'} | `{class_name}` | {allocation.gpus} | "
-                         f"{allocation.cpu} | {allocation.memory} |")
-    lines += [
-        "",
-        "## Custom images",
-        "",
-        "Pass `image` in the SDK or set `spec.trainer.image`. The image must offer the platform of the class you "
-        "chose: " + ", ".join(f"`linux/{c.arch}` for `{runtime_name(n)}`" for n, c in classes) + ".",
-        "",
-    ]
-    return "\n".join(lines)
+    return _template("runtimes.md").substitute(
+        source=source,
+        cluster=inventory.cluster.name.upper(),
+        local_queue=DEFAULT_LOCAL_QUEUE,
+        runtime_list=", ".join(f"`{runtime_name(name)}`" for name, _ in classes),
+        runtime_rows="\n".join(f"| `{runtime_name(name)}` | `{name}` | `{c.arch}` | `{c.image}` | "
+                               f"{c.nodes} × {c.perNode.gpus} |" for name, c in classes),
+        runtime_sections="\n".join(_runtime_section(inventory, name, gpu_class) for name, gpu_class in classes),
+        allocation_rows="\n".join(allocation_rows),
+        platforms=", ".join(f"`linux/{c.arch}` for `{runtime_name(name)}`" for name, c in classes),
+    )

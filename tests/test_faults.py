@@ -301,3 +301,47 @@ def test_concurrent_edits_both_land(tmp_path):
     text = inventory.read_text()
     assert all(f"vision-lab-{n}" in text for n in range(4)), text
     assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]
+
+
+class FailingReplace(FaultyOs):
+    """The last swap (the docs page, after both trees were swapped in) fails."""
+
+    def replace(self, source, target):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(target))
+
+
+def test_a_failed_last_swap_rolls_back_the_swaps_already_made(inventories, tmp_path, monkeypatch):
+    texts, trees = inventories
+    inventory = put(tmp_path, texts["a"])
+    assert CliRunner().invoke(main, args_for(inventory, tmp_path)).exit_code == 0
+    inventory.write_text(texts["b"])
+    monkeypatch.setattr(write_module, "os", FailingReplace())
+    result = CliRunner().invoke(main, args_for(inventory, tmp_path))
+    monkeypatch.undo()
+    assert result.exit_code == 2 and "Input/output error" in result.output, result.output
+    assert state(tmp_path) == as_state(trees["a"]), "both trees swapped back"
+    assert leftovers(tmp_path) == []
+
+
+def test_trees_are_swapped_with_rename_exchange_where_the_os_offers_it(tmp_path, monkeypatch):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "marker").write_text("first")
+    if not write_module._exchange(first, second):
+        pytest.skip("this file system has no renameat2(RENAME_EXCHANGE); the writer falls back to two renames")
+    assert (second / "marker").read_text() == "first" and not (first / "marker").exists()
+    # And the writer uses it: with the exchange refused, a render still works (two renames).
+    inventory = put(tmp_path, FLAME)
+    assert CliRunner().invoke(main, args_for(inventory, tmp_path)).exit_code == 0
+    calls = []
+    real = write_module._exchange
+    monkeypatch.setattr(write_module, "_exchange", lambda a, b: calls.append((a, b)) or real(a, b))
+    inventory.write_text(FLAME.replace("cpu: 36", "cpu: 30", 1))
+    assert CliRunner().invoke(main, args_for(inventory, tmp_path)).exit_code == 0
+    assert any(b == (tmp_path / "out").resolve() for _, b in calls), calls
+    monkeypatch.setattr(write_module, "_exchange", lambda a, b: False)
+    inventory.write_text(FLAME)
+    assert CliRunner().invoke(main, args_for(inventory, tmp_path)).exit_code == 0
+    assert state(tmp_path) == as_state(render_trees(load_inventory_text(FLAME, NAME), NAME))
+    assert leftovers(tmp_path) == []

@@ -197,7 +197,7 @@ def test_multiline_description_is_accepted_but_bounded():
 
 
 def test_huge_integer_and_impossible_date_are_refused_at_their_line():
-    for value in ("nodes: " + "9" * 5000, "nodes: 2001-13-45"):
+    for value in ("nodes: " + "9" * 5000, "nodes: 2001-13-45", "nodes: !!int ", "nodes: !!float x"):
         text = replace_line(FLAME, "nodes: ", value)
         with pytest.raises(InventoryInvalid, match=rf"inv\.yaml:{line_of(text, value[:12])}:\d+: "):
             load_inventory_text(text, "inv.yaml")

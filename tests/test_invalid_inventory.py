@@ -121,6 +121,8 @@ CASES = [
          "system:authenticated", "groups.vision-lab.identities.groups[0]", r"Kubernetes' own identities"),
     Case("research-namespace-kube-system", [("namespaces: [vision-lab]", "namespaces: [kube-system]")], "kube-system",
          "groups.vision-lab.namespaces[0]", r"'kube-system' belongs to the platform"),
+    Case("research-namespace-kube-prefix", [("namespaces: [vision-lab]", "namespaces: [kube-vision]")], "kube-vision",
+         "groups.vision-lab.namespaces[0]", r"kube- prefix is reserved"),
     Case("research-namespace-of-kueue", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, kueue-system]")], "nlp-lab, kueue-system]",
          "groups.nlp-lab.namespaces[1]", r"'kueue-system' belongs to the platform"),
     Case("research-namespace-of-argo-cd", [("namespaces: [vision-lab]", "namespaces: [argocd]")], "[argocd]",

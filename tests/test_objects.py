@@ -1,17 +1,54 @@
-"""The objects hang together the way Kueue, Trainer and the seed page need them to."""
+"""The objects hang together the way Kueue, Trainer and the seed page need them to.
+
+Expectations come from the other side of each seam, never from the builders' own constants: the Kubeflow SDK's
+and the pinned Trainer module's constants, the pinned Kueue CRDs' schema defaults, the pinned Argo CD's
+repo-server default, the seed page, or values read off gpu_classes.yaml by hand (noted where used).
+"""
 
 from __future__ import annotations
 
 import re
+import subprocess
+from functools import cache
+from pathlib import Path
 
+import pytest
 import yaml
 from conftest import REPO, of_kind
+from kubeflow.trainer.constants import constants as sdk
+from validation.validation_support import unavailable
 
-from generator.builders.argocd import SYNC_WAVE
-from generator.layout import REPO_SERVER_MAX_DIRECTORY_BYTES, directory_size_warning
-from generator.builders.kueue import COVERED_RESOURCES
+from generator.inventory.quantity import parse_quantity
+from generator.layout import directory_size_warning
+from generator.versions import pin
 
 POD_SPEC_PATH = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
+SYNC_WAVE = "argocd.argoproj.io/sync-wave"  # Argo CD's annotation (argo-cd docs: Sync Phases and Waves)
+
+
+def module_dir(module: str, version: str) -> Path:
+    done = subprocess.run(["bash", str(REPO / "tools" / "module-dir.sh"), module, version], capture_output=True,
+                          text=True, timeout=600)
+    if done.returncode != 0:
+        unavailable(f"{module}@{version} is not in the Go module cache (tools/module-dir.sh): {done.stderr[-300:]}")
+    return Path(done.stdout.strip())
+
+
+@cache
+def trainer_constants() -> dict[str, str]:
+    """`Name string = "value"` constants of the pinned Trainer's pkg/constants (what its controller matches on)."""
+    source = module_dir("github.com/kubeflow/trainer/v2", pin("TRAINER")) / "pkg" / "constants" / "constants.go"
+    return dict(re.findall(r'^\s*(\w+)\s+string\s*=\s*"([^"]*)"', source.read_text(), flags=re.M))
+
+
+@cache
+def crd_schema(file_name: str, version: str) -> dict:
+    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr[-300:]}")
+    crd = yaml.safe_load((Path(done.stdout.strip()) / file_name).read_text())
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    return served["schema"]["openAPIV3Schema"]
 
 
 def dig(obj, path):
@@ -31,20 +68,25 @@ def test_one_runtime_per_class_and_no_gpu_agnostic_runtime(flame, flame_objects)
     assert "torch-distributed" not in names
 
 
-def test_runtime_shape_the_sdk_and_webhook_rely_on(flame, flame_objects):
+def test_runtime_shape_the_sdk_and_the_trainer_controller_rely_on(flame, flame_objects):
+    """Names from the pinned Trainer's pkg/constants and the Kubeflow SDK's constants, which must agree."""
+    trainer = trainer_constants()
+    node, ancestor_label, trainer_step = trainer["Node"], trainer["LabelTrainJobAncestor"], trainer["AncestorTrainer"]
+    assert (node, ancestor_label) == (sdk.NODE, sdk.TRAINJOB_ANCESTOR_LABEL)
     for runtime in of_kind(flame_objects, "ClusterTrainingRuntime"):
+        class_name = runtime["metadata"]["name"].removeprefix("torch-")
         labels = runtime["metadata"]["labels"]
-        assert labels["trainer.kubeflow.org/framework"] == "torch"
-        assert "trainer.kubeflow.org/webhook-validation" not in labels
-        assert runtime["spec"]["mlPolicy"] == {"numNodes": 1, "torch": {}}
+        assert labels[sdk.RUNTIME_FRAMEWORK_LABEL] == "torch"  # the seed: the PyTorch runtime
+        assert trainer["LabelSupport"] not in labels, "a support label would mark the runtime deprecated"
+        assert runtime["spec"]["mlPolicy"]["numNodes"] == flame.classes[class_name].numNodes
+        assert "torch" in runtime["spec"]["mlPolicy"]
         job = node_job(runtime)
-        assert (job["name"], job["replicas"]) == ("node", 1)
-        assert job["template"]["metadata"]["labels"] == {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+        assert (job["name"], job["replicas"]) == (node, 1)
+        assert job["template"]["metadata"]["labels"] == {ancestor_label: trainer_step}
         pod = dig(runtime, POD_SPEC_PATH)
         (container,) = pod["containers"]
-        assert container["name"] == "node"
+        assert container["name"] == node
         assert "resources" not in container, "no GPU by default, and a device-less limits map breaks the SDK"
-        class_name = runtime["metadata"]["name"].removeprefix("torch-")
         assert container["image"] == flame.classes[class_name].image
 
 
@@ -77,22 +119,76 @@ def test_every_cluster_queue_flavor_exists(flame_objects):
 
 
 def test_each_flavor_lists_resources_in_covered_resources_order(flame_objects):
+    """Kueue's webhook: every flavor lists the group's coveredResources, in that order. The GPU resource is the
+    one the seed page's TrainJob requests (nvidia.com/gpu); pods is covered so that GPU-less pod sets get a flavor."""
     for queue in of_kind(flame_objects, "ClusterQueue"):
         (group,) = queue["spec"]["resourceGroups"]
-        assert tuple(group["coveredResources"]) == COVERED_RESOURCES == ("cpu", "memory", "nvidia.com/gpu", "pods")
+        assert sorted(group["coveredResources"]) == ["cpu", "memory", "nvidia.com/gpu", "pods"]
         for flavor in group["flavors"]:
             assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
 
 
-def test_cluster_queue_spells_out_server_defaults_and_its_namespaces(flame, flame_objects):
+def test_cluster_queue_quotas_are_flames_allocations(flame_objects):
+    """Read off gpu_classes.yaml by hand: each group holds 1 GH200 GPU, 36 CPU, 240G on flavor gh200; pods is its
+    GPU share of the class's pod slots, 1 GPU x 110 pods per node / 1 GPU per node = 110."""
+    quotas = {(queue["metadata"]["name"], flavor["name"], resource["name"]): resource["nominalQuota"]
+              for queue in of_kind(flame_objects, "ClusterQueue") for flavor in queue["spec"]["resourceGroups"][0]["flavors"]
+              for resource in flavor["resources"]}
+    expected = {"cpu": "36", "memory": "240G", "nvidia.com/gpu": "1", "pods": "110"}
+    assert quotas == {(group, "gh200", resource): amount for group in ("nlp-lab", "vision-lab")
+                      for resource, amount in expected.items()}
+
+
+def test_cluster_queue_names_its_cohort_and_namespaces(flame, flame_objects):
     for queue in of_kind(flame_objects, "ClusterQueue"):
         spec = queue["spec"]
         group = flame.groups[queue["metadata"]["name"]]
         assert spec["cohortName"] == group.cohort
         (selector,) = spec["namespaceSelector"]["matchExpressions"]
         assert selector == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(group.namespaces)}
-        for defaulted in ("queueingStrategy", "stopPolicy", "preemption", "flavorFungibility"):
-            assert defaulted in spec
+
+
+def server_defaults(schema: dict, value, path: str = "") -> dict[str, object]:
+    """{path: default} for every field the API server would default in `value` under the CRD `schema`: a
+    property with a `default` whose parent object is present (structural defaulting, as kube-apiserver does)."""
+    found: dict[str, object] = {}
+    if isinstance(value, dict):
+        for name, prop in schema.get("properties", {}).items():
+            where = f"{path}.{name}" if path else name
+            if "default" in prop:
+                found[where] = prop["default"]
+            if name in value:
+                found.update(server_defaults(prop, value[name], where))
+    elif isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            found.update(server_defaults(schema["items"], item, f"{path}[{index}]"))
+    return found
+
+
+def lookup(obj, path: str):
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            obj = obj[int(part[1:-1])]
+        elif not isinstance(obj, dict) or part not in obj:
+            return "<not set>"
+        else:
+            obj = obj[part]
+    return obj
+
+
+@pytest.mark.parametrize("kind, crd_file", [("ClusterQueue", "kueue.x-k8s.io_clusterqueues.yaml"),
+                                            ("LocalQueue", "kueue.x-k8s.io_localqueues.yaml"),
+                                            ("ResourceFlavor", "kueue.x-k8s.io_resourceflavors.yaml")])
+def test_kueue_objects_spell_out_every_server_default_so_argo_cd_sees_no_drift(flame_objects, kind, crd_file):
+    """Every field the pinned Kueue CRD defaults is written, with the CRD's default value (FLAME sets none of
+    them differently): what the API server stores equals what Argo CD compares against."""
+    schema = crd_schema(crd_file, "v1beta2")
+    for obj in of_kind(flame_objects, kind):
+        defaults = server_defaults(schema, obj)
+        # An object default ({}) only makes the server create the object and default its fields (checked too).
+        differing = {path: (lookup(obj, path), default) for path, default in defaults.items()
+                     if not (lookup(obj, path) == default or default == {} and isinstance(lookup(obj, path), dict))}
+        assert not differing, f"{kind} {obj['metadata']['name']}: (rendered, CRD default) {differing}"
 
 
 def test_every_group_namespace_has_a_default_local_queue_to_its_cluster_queue(flame, flame_objects):
@@ -162,7 +258,13 @@ def test_argo_cd_reads_the_tree_as_plain_manifests_without_the_kustomization(gpu
 
 
 def test_render_warns_when_argo_cds_directory_size_limit_would_refuse_the_tree():
-    assert directory_size_warning({"kustomization.yaml": b"x" * 20_000_000, "a.yaml": b"x" * 100}) is None
-    assert directory_size_warning({"a.yaml": b"x" * REPO_SERVER_MAX_DIRECTORY_BYTES}) is None
-    warning = directory_size_warning({"a.yaml": b"x" * 6_000_000, "b.yaml": b"x" * 4_000_001})
-    assert "10,000,001 bytes" in warning and "reposerver.max.combined.directory.manifests.size" in warning
+    """The limit is the pinned Argo CD repo server's flag default, read from its source (a Kubernetes quantity)."""
+    source = (module_dir("github.com/argoproj/argo-cd/v3", pin("ARGOCD")) / "cmd" / "argocd-repo-server" / "commands"
+              / "argocd_repo_server.go").read_text()
+    (default,) = re.findall(r'"max-combined-directory-manifests-size", env\.StringFromEnv\("[A-Z_]+", "([^"]+)"\)',
+                            source)
+    limit = int(parse_quantity(default))
+    assert directory_size_warning({"kustomization.yaml": b"x" * 2 * limit, "a.yaml": b"x" * 100}) is None
+    assert directory_size_warning({"a.yaml": b"x" * limit}) is None
+    warning = directory_size_warning({"a.yaml": b"x" * (limit // 2), "b.yaml": b"x" * (limit - limit // 2 + 1)})
+    assert f"{limit + 1:,} bytes" in warning and "reposerver.max.combined.directory.manifests.size" in warning

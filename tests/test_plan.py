@@ -72,7 +72,8 @@ runtime's risk names vision-lab as the group that held h100; the flavor's risk s
     "retarget-local-queue": """\
 Change: namespace nlp-lab-teaching moves from group nlp-lab to group vision-lab.
 Expect: both ClusterQueues' namespace lists change; the LocalQueue's spec.clusterQueue changes, which the API
-server refuses in place: a delete-and-recreate risk.""",
+server refuses in place: a delete-and-recreate risk. The namespace's group label and its researcher RoleBinding
+follow: oidc:nlp-lab loses access, oidc:vision-lab gains it.""",
     "change-runtime-image": """\
 Change: gh200's image 2.9.1-cuda12.9 -> 2.10.0-cuda13.0.
 Expect: exactly one field changed (the runtime container's image), no risk.""",

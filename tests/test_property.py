@@ -14,6 +14,7 @@ and README).
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from conftest import INVENTORY
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main
@@ -117,6 +118,7 @@ def baseline() -> Path:
                                            "--docs-out", str(directory / "docs" / "runtimes.md")])
         assert result.exit_code == 0, result.output
         _BASELINE["dir"] = directory
+        atexit.register(shutil.rmtree, directory, True)
     return _BASELINE["dir"]
 
 
@@ -162,6 +164,7 @@ def test_no_traceback_and_whole_old_or_whole_new_outputs(inventory, cli):
             argv = [a if a != "INVENTORY" else "--inventory" for a in arguments]
             argv.insert(argv.index("--inventory") + 1, str(work / NAME))
         result = CliRunner().invoke(main, argv)
+        event(f"{kind} ({layout}) exit {result.exit_code}")
 
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             f"{type(result.exception).__name__}: {result.exception}\n{result.output}")

@@ -180,3 +180,23 @@ def test_an_unquoted_decimal_gets_a_hint_to_quote_it():
     message = invalid(FLAME.replace("cpu: 36\n", "cpu: 1.5\n", 1))
     assert re.search(r"gpu_classes.yaml:\d+:\d+: groups\.[a-z-]+\.allocations\.gh200\.cpu: 1\.5 was read as a YAML "
                      r'float: quote it \("1\.5"\)', message), message
+
+
+def test_capacity_totals_keep_every_digit():
+    """Two CPU quotas just under 2^63 each add up to 29 significant digits; one nano over the class's capacity is
+    still oversubscribed (Decimal's default 28 digits would round the total down to the capacity)."""
+    big = '"9223372036854775806"'
+    text = FLAME.replace("      cpu: 72\n", f"      cpu: {big}\n", 1).replace("        cpu: 36\n", f"        cpu: {big}\n", 1)
+    load_inventory_text(text.replace("        cpu: 36\n", f"        cpu: {big}\n", 1), "gpu_classes.yaml")  # at capacity
+    over = text.replace("        cpu: 36\n", '        cpu: "9223372036854775806.000000001"\n', 1)
+    assert "class gh200 cpu oversubscribed" in invalid(over)
+
+
+@pytest.mark.parametrize("text, hint", [("480GB", "write G (powers of 1000) or Gi (powers of 1024)"),
+                                        ("1KiB", "write k (powers of 1000) or Ki (powers of 1024)"),
+                                        ("2 Gi", "without spaces"), ("1x", None)])
+def test_habitual_units_get_a_hint(text, hint):
+    with pytest.raises(ValueError) as refused:
+        parse_quantity(text)
+    assert str(refused.value).startswith(f"{text!r} is not a Kubernetes quantity")
+    assert (hint in str(refused.value)) if hint else str(refused.value).endswith("1.5)")

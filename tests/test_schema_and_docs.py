@@ -51,3 +51,16 @@ def test_runtimes_page_answers_users_questions(flame):
 
 def test_runtimes_page_is_part_of_the_render(flame):
     assert (REPO / "docs" / "runtimes.md").read_text() == runtimes_page(flame, "gpu_classes.yaml")
+
+
+def test_runtimes_page_reads_as_prose(flame):
+    """Counts agree with their nouns, and no prose line starts with a space (Markdown would fold or indent it)."""
+    page = runtimes_page(flame, "gpu_classes.yaml")
+    assert "(s)" not in page
+    # FLAME: 2 GH200 nodes with 1 GPU each.
+    assert "| Hardware | 2 nodes, each 1 GPU, 72 CPU, 480G memory: 2 GPUs in total |" in page
+    assert "A single-node job can use at most 1 GPU (one node's worth).\n\nFor two nodes with 1 GPU each," in page
+    in_code = False
+    for line in page.splitlines():
+        in_code ^= line.startswith("```")
+        assert in_code or line.startswith("```") or not line.startswith(" "), line

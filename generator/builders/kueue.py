@@ -12,7 +12,8 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts
-from generator.naming import GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, allocated_pods, flavor_name
+from generator.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, allocated_pods, flavor_name,
+                              research_namespaces)
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 DEFAULT_LOCAL_QUEUE = "default"
@@ -114,10 +115,6 @@ def local_queues(inventory: Inventory) -> list[dict[str, Any]]:
 #   TrainJob's JobSet would get the `default` queue label and be queued a second time.
 KUEUE_INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
 CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
-
-
-def research_namespaces(inventory: Inventory) -> list[str]:
-    return sorted(ns for group in inventory.groups.values() for ns in group.namespaces)
 
 
 def manager_configuration(inventory: Inventory) -> dict[str, Any]:

@@ -284,7 +284,8 @@ def job_claims(inventory: Inventory) -> dict[str, Any]:
     )
     description = (f"A TrainJob or Job is refused when its namespace lacks PVC {storage.home.claimName} or "
                    f"{storage.workspace.claimName} (which every job's pods mount).")
-    match = _match(inventory, _trainjobs(["CREATE"]), _jobs(["CREATE"]))
+    # UPDATEs match too (and pass without a lookup): every policy on a kind then shares the same rules.
+    match = _match(inventory, _trainjobs(["CREATE", "UPDATE"]), _jobs(["CREATE", "UPDATE"]))
     return _validating(inventory, CLAIMS, description, match, cel_)
 
 

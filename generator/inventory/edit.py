@@ -202,9 +202,10 @@ def _reapply(original: list[str], before: list[str], after: list[str]) -> list[s
     """The edit as ruamel made it (`before` -> `after`, both ruamel's own rendering) applied to the original
     lines: every line outside the edited regions is copied from the original byte for byte, even where
     ruamel would have re-formatted it. A region grows until it starts and ends at lines ruamel kept exactly."""
-    kept: dict[int, int] = {}  # before index -> original index of the same line
-    for tag, i1, i2, j1, _ in SequenceMatcher(None, before, original, autojunk=False).get_opcodes():
-        if tag == "equal":
+    kept: dict[int, int] = {}  # before index -> original index of the same line (or of the line ruamel re-spaced)
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, before, original, autojunk=False).get_opcodes():
+        # A replaced run as long as the original's is ruamel re-spacing those lines one for one.
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
             kept.update((i1 + k, j1 + k) for k in range(i2 - i1))
     hunks = [(i1, i2, k1, k2) for tag, i1, i2, k1, k2 in
              SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if tag != "equal"]
@@ -265,6 +266,9 @@ def edit_text(text: str, edit: Edit) -> str:
     kept_positions = _kept_original_positions(bare, merged)
     out = [original[kept_positions[index]] if index in kept_positions else line + newline
            for index, line in enumerate(merged)]
+    for index in range(len(out) - 1):  # the original's last line, without a line break, is no longer last
+        if not out[index].endswith("\n"):
+            out[index] += newline
     if out and not text.endswith(("\n", "\r")) and (len(merged) - 1) not in kept_positions:
         out[-1] = out[-1][:-len(newline)]
     return "".join(out)

@@ -123,8 +123,9 @@ def _scalar(node: yaml.Node, loader: "_InventoryLoader") -> Any:
         return loader.construct_object(node, deep=True)
     except yaml.MarkedYAMLError:
         raise
-    except (ValueError, OverflowError, TypeError) as exc:  # e.g. an int of 5,000 digits, a 13th month
-        raise _DocumentError(_where(node), f"YAML: cannot read {node.value!r:.60}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - e.g. an int of 5,000 digits, a 13th month, an empty `!!int`
+        raise _DocumentError(_where(node), f"YAML: cannot read {node.value!r:.60} as {node.tag.rsplit(':', 1)[-1]}: "
+                                           f"{exc}") from None
 
 
 def _key(key_node: yaml.Node, loader: "_InventoryLoader") -> Any:

@@ -45,7 +45,7 @@ def parse_quantity(text: str) -> Decimal:
     hold it in an int64."""
     match = _QUANTITY.fullmatch(text)
     if not match or not (match["integer"] or match["fraction"]):
-        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 72, 500m, 480Gi, 1.5)")
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 72, 500m, 480Gi, 1.5){_suffix_hint(text)}")
     digits = (match["integer"] or "0") + (match["fraction"] or "")
     scale = -len(match["fraction"] or "")
     suffix = match["suffix"] or ""
@@ -65,6 +65,22 @@ def parse_quantity(text: str) -> Decimal:
     if value.as_tuple().exponent < -9:  # type: ignore[operator]
         value = value.quantize(_NANO, rounding=ROUND_UP, context=_EXACT)  # as Kubernetes: 0.1n -> 1n
     return value
+
+
+_UNIT = re.compile(r"[+-]?[0-9.]+\s*(?P<unit>[A-Za-z]+)")
+
+
+def _suffix_hint(text: str) -> str:
+    """A hint for the units people write by habit: GB, KiB, K, gi."""
+    match = _UNIT.fullmatch(text)
+    if not match:
+        return ""
+    unit = match["unit"]
+    prefix = unit[0].upper() if unit[0] in "kKmMgGtTpPeE" else None
+    if prefix is None:
+        return ""
+    decimal = "k" if prefix == "K" else prefix
+    return f": write {decimal} (powers of 1000) or {prefix}i (powers of 1024), without spaces or B"
 
 
 def exact_arithmetic():

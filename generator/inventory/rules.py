@@ -168,6 +168,9 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
                 yield ("groups", name, "namespaces", index), (
                     f"namespace {namespace!r} belongs to the platform (system, component or Argo CD namespaces: "
                     f"{', '.join(sorted(reserved))}) and cannot be a research namespace")
+            elif namespace.startswith("kube-"):
+                yield ("groups", name, "namespaces", index), (
+                    f"namespace {namespace!r}: the kube- prefix is reserved for Kubernetes' own namespaces")
         for kind in ("groups", "users"):
             for index, identity in enumerate(getattr(group.identities, kind)):
                 where = ("groups", name, "identities", kind, index)

@@ -90,14 +90,23 @@ class Api:
         return kind in self.kube.resources(api_version, refresh=True)
 
     def get(self, api_version, kind, name, namespace=None):
-        r = self.http.get(self.kube.resource_url(api_version, kind, namespace, name), timeout=30)
+        r = self._get(self.kube.resource_url(api_version, kind, namespace, name))
         if r.status_code == 404:
             return None
         assert r.ok, f"GET {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
         return r.json()
 
+    def _get(self, url):
+        """GET, retried while the API server answers 429 (a new CRD's watch cache is still initialising)."""
+        deadline = time.monotonic() + 60
+        while True:
+            r = self.http.get(url, timeout=30)
+            if r.status_code != 429 or time.monotonic() > deadline:
+                return r
+            time.sleep(float(r.headers.get("Retry-After", "1")))
+
     def list(self, api_version, kind, namespace=None):
-        r = self.http.get(self.kube.resource_url(api_version, kind, namespace), timeout=30)
+        r = self._get(self.kube.resource_url(api_version, kind, namespace))
         assert r.ok, f"LIST {kind} in {namespace}: {r.status_code} {vs.message(r)}"
         return r.json()["items"]
 
@@ -309,16 +318,20 @@ class Kueue:
 
 
 def local_process_config(config: dict, webhook_port: int, health_port: int, metrics_port: int,
-                         certs: pathlib.Path) -> dict:
+                         certs: pathlib.Path, namespace: str) -> dict:
     """The rendered Configuration with only what a local process needs changed: loopback ports, the test's
     webhook certificate (internal cert management would sign for the in-cluster Service name), and the
-    visibility API server off (an aggregated API server that needs an APIService and a Service in the cluster).
+    visibility API server off (an aggregated API server that needs an APIService and a Service in the cluster),
+    and the leader-election Lease in the release namespace (in a pod, controller-runtime reads it from the
+    service account's namespace file).
     Everything the platform decides (integrations, namespaces, queue-name policy, waitForPodsReady) is kept."""
     config = json.loads(json.dumps(config))
     config.setdefault("webhook", {}).update(host="127.0.0.1", port=webhook_port, certDir=str(certs))
     config.setdefault("health", {})["healthProbeBindAddress"] = f"127.0.0.1:{health_port}"
     config.setdefault("metrics", {})["bindAddress"] = f"127.0.0.1:{metrics_port}"
     config["internalCertManagement"] = {"enable": False}
+    if config.get("leaderElection", {}).get("leaderElect"):
+        config["leaderElection"].setdefault("resourceNamespace", namespace)
     config.setdefault("featureGates", {})["VisibilityOnDemand"] = False
     return config
 
@@ -335,12 +348,12 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     launcher = _metrics_cert_launcher(work, certs)
 
     webhook_port, health_port, metrics_port = free_port(), free_port(), free_port()
+    namespace = kueue_application()["spec"]["destination"]["namespace"]
     config, args = kueue_manager_config()
-    config = local_process_config(config, webhook_port, health_port, metrics_port, certs)
+    config = local_process_config(config, webhook_port, health_port, metrics_port, certs, namespace)
     config_file = work / "kueue-config.yaml"
     config_file.write_text(yaml.safe_dump(config))
 
-    namespace = kueue_application()["spec"]["destination"]["namespace"]
     r = api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     assert r.ok, vs.message(r)
     for obj in kueue_rbac(namespace):
@@ -377,8 +390,10 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
             assert r.ok, f"{hook_config['metadata']['name']}: {vs.message(r)}"
 
         # The API server picks webhook configurations up asynchronously: wait until a dry-run Job with a
-        # queue label comes back suspended by Kueue's mutating webhook.
-        probe_ns = "gpugen-e2e-probe"
+        # queue label comes back suspended by Kueue's mutating webhook. Kueue only manages the namespaces its
+        # managedJobsNamespaceSelector selects (the research namespaces), so the probe runs in one of them.
+        (selected,) = config["managedJobsNamespaceSelector"]["matchExpressions"]
+        probe_ns = selected["values"][0]
         assert api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": probe_ns}}).ok
         probe_job = job_manifest("webhook-probe", probe_ns, gpus=0, queue="probe")
         probe_job["spec"]["suspend"] = False

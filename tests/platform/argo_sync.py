@@ -1,4 +1,4 @@
-"""Argo CD's sync of one Application, modelled on gitops-engine (argo-cd v3.6.1, gitops-engine/pkg/sync), applied
+"""Argo CD's sync of one Application, modelled on gitops-engine (the pinned Argo CD's gitops-engine/pkg/sync), applied
 to a real API server. Argo CD itself cannot run here; its module needs a newer Go and its sync engine needs the
 whole controller. What is modelled, with the source it follows:
 
@@ -154,6 +154,7 @@ class ArgoSync:
         live = {}
         for api_version, kind in sorted(self.kinds):
             for obj in self.api.list(api_version, kind):
+                obj = {"apiVersion": api_version, "kind": kind, **obj}  # list items carry neither
                 tid = obj["metadata"].get("annotations", {}).get(TRACKING, "")
                 if tid == tracking_id(self.app, obj):
                     live[ident(obj)] = obj

@@ -23,8 +23,11 @@ import subprocess
 import sys
 
 import requests
+import urllib3
 import yaml
 
+# Health probes of local processes that serve self-signed certificates (like a kubelet's probes).
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 HERE = pathlib.Path(__file__).resolve().parent
 TESTS = HERE.parent
 if str(TESTS) not in sys.path:
@@ -225,6 +228,7 @@ def start_kubernetes(work: pathlib.Path, procs: Processes, inventory) -> Kuberne
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and the nodes, all Ready."""
     from kube import Client  # noqa: PLC0415 (tests/platform/kube.py)
     require_tools(CLUSTER_TOOLS)
+    (work / "apiserver").mkdir(parents=True, exist_ok=True)
     plane = start_control_plane(work / "apiserver")
     # control_plane stops its own processes; hand them to `procs` so one stop() ends everything.
     for name, p in zip(("etcd", "kube-apiserver"), plane.processes):

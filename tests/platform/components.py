@@ -2,9 +2,8 @@
 rendered bootstrap/ Applications install them.
 
 For each component Application (label gpugen/component) in bootstrap/, `chart_objects` renders its Helm chart
-with the Application's values (tests/platform/charts.py, the lead's `helm_template`, when present; until then
-the same `helm template` call here). What the chart renders is then applied as it is, except for the one
-transform `localize` below, which turns "a Deployment in a pod" into "a process on 127.0.0.1":
+with the Application's values (tests/platform/charts.py `helm_template`, as Argo CD's repo server would). What
+the chart renders is then applied as it is, except for the one transform `localize` below, which turns "a Deployment in a pod" into "a process on 127.0.0.1":
 
 - the controller Deployment is not applied: it becomes a process of the pinned binary (tools/build.sh) with
   the container's args; files the pod mounts (ConfigMaps, the webhook serving-cert Secret, emptyDirs) are
@@ -28,24 +27,26 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
-import importlib.util
+import hashlib
+import json
 import os
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 
 import requests
+import urllib3
 import yaml
 
+# Health probes of local processes that serve self-signed certificates (like a kubelet's probes).
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 from validation import validation_support as vs  # noqa: E402
 
-from cluster import free_port, module_dir, serving_cert, service_account_kubeconfig  # noqa: E402
+from cluster import free_port, serving_cert, service_account_kubeconfig  # noqa: E402
 from processes import Processes, wait_ready  # noqa: E402
 
 COMPONENT_LABEL = "gpugen/component"
@@ -59,62 +60,25 @@ RUNS = {
 }
 COMPONENT_TOOLS = [(tool, key) for _, tool, key in RUNS.values()] + [("helm", "HELM_VERSION")]
 
-# (module, versions.env key, chart directory) of each component's chart: the same as the Applications name.
-CHART_SOURCES = {
-    "kyverno": ("github.com/kyverno/kyverno", "KYVERNO_VERSION", "charts/kyverno"),
-    "jobset": ("sigs.k8s.io/jobset", "JOBSET_VERSION", "charts/jobset"),
-    "trainer": ("github.com/kubeflow/trainer/v2", "TRAINER_VERSION", "charts/kubeflow-trainer"),
-    "kueue": ("sigs.k8s.io/kueue", "KUEUE_VERSION", "charts/kueue"),
-}
 
 
-# ---------------------------------------------------------------- helm template (one switch)
-
-def _lead_helm_template():
-    """tests/platform/charts.py's helm_template (owned by the platform issue) once it exists."""
-    path = HERE / "charts.py"
-    if not path.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("gpugen_platform_charts", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, "helm_template", None)
-
-
-def _fallback_helm_template(application: dict) -> list[dict]:
-    """`helm template` of the component's chart from its pinned Go module with the Application's values, as
-    Argo CD runs it (release name, namespace, --include-crds). Used only until tests/platform/charts.py exists.
-    Chart dependencies the values switch off (Trainer's bundled JobSet and LWS) are removed from the copy's
-    Chart.yaml, because helm refuses a chart whose dependencies are missing even when disabled."""
-    component = application["metadata"]["labels"][COMPONENT_LABEL]
-    module, key, chart_path = CHART_SOURCES[component]
-    src = application["spec"]["source"]
-    with tempfile.TemporaryDirectory() as tmp:
-        chart = pathlib.Path(tmp) / "chart"
-        shutil.copytree(module_dir(module, key) / chart_path, chart)
-        for p in chart.rglob("*"):
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-        if meta.get("dependencies") and not (chart / "charts").is_dir():
-            meta["dependencies"] = []
-            (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
-        values = pathlib.Path(tmp) / "values.yaml"
-        values.write_text(yaml.safe_dump(src.get("helm", {}).get("valuesObject", {})))
-        out = subprocess.run([str(vs.tool_bin("helm", "HELM_VERSION")), "template", src["helm"]["releaseName"],
-                              str(chart), "--namespace", application["spec"]["destination"]["namespace"],
-                              "--include-crds", "--values", str(values),
-                              "--kube-version", vs.versions()["KUBERNETES_VERSION"]],
-                             capture_output=True, text=True, env={**os.environ, "HELM_CACHE_HOME": tmp,
-                                                                  "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp})
-        if out.returncode != 0:
-            raise RuntimeError(f"helm template {component}: {out.stderr}")
-        return [d for d in yaml.safe_load_all(out.stdout) if d]
-
+# ---------------------------------------------------------------- helm template
 
 def chart_objects(application: dict) -> list[dict]:
-    """What Argo CD would apply for this component Application."""
-    lead = _lead_helm_template()
-    return lead(application) if lead else _fallback_helm_template(application)
+    """What Argo CD would apply for this component Application. `helm template` is deterministic for one
+    Application and one pinned chart and helm, so its output is cached under ~/.cache/gpugen/flame-charts keyed
+    by those (and by this module and charts.py), which keeps a warm start fast."""
+    import charts  # tests/platform/charts.py: helm template as Argo CD's repo server runs it
+    ident = json.dumps([application, vs.versions(), (HERE / "charts.py").read_text()], sort_keys=True)
+    cached = vs.cache_dir() / "flame-charts" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.yaml"
+    if cached.exists():
+        return [d for d in yaml.safe_load_all(cached.read_text()) if d]
+    objects = charts.helm_template(application)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(yaml.safe_dump_all(objects))
+    tmp.replace(cached)
+    return objects
 
 
 def component_applications(bootstrap: pathlib.Path) -> list[dict]:
@@ -174,15 +138,24 @@ def _map_ports(node, ports: dict[int, int]):
             _map_ports(v, ports)
 
 
-def _localize_config(doc: dict, ports: dict[int, int], probe_port, metrics_port, cert_dir: str | None) -> dict:
+def _localize_config(doc: dict, ports: dict[int, int], probe_port, metrics_port, cert_dir: str | None,
+                     namespace: str) -> dict:
     """A controller-runtime style Configuration (Kueue, Trainer, JobSet): every listener on 127.0.0.1 and its
     mapped port (set explicitly where the chart relies on a default such as :8081), the webhook serving our
-    certificate, and no cert rotator (it would issue a certificate for the Service's DNS name)."""
+    certificate (`cert_dir`, checked to be the default one), no cert rotator (it would issue a certificate for the Service's DNS name), and the leader
+    election namespace a pod reads from its service-account mount."""
+    assert cert_dir is None or cert_dir.endswith("/tmp/k8s-webhook-server/serving-certs"), cert_dir
     _map_ports(doc, ports)
+    if isinstance(doc.get("leaderElection"), dict) and not doc["leaderElection"].get("resourceNamespace"):
+        doc["leaderElection"]["resourceNamespace"] = namespace
     wh = doc.setdefault("webhook", {})
     wh["host"] = "127.0.0.1"
     wh.setdefault("port", ports.get(9443, 9443))
-    if cert_dir:
+    # The charts mount the serving cert at /tmp/k8s-webhook-server/serving-certs, controller-runtime's default
+    # ($TMPDIR/...: written under the process root with TMPDIR=<root>/tmp, so Trainer and JobSet find it). Kueue
+    # defaults webhook.certDir to that absolute path instead: only there the field is set (Trainer's strict
+    # decoder has no such field).
+    if cert_dir and str(doc.get("apiVersion", "")).startswith("config.kueue.x-k8s.io/"):
         wh["certDir"] = cert_dir
     if probe_port:
         doc.setdefault("health", {}).setdefault("healthProbeBindAddress", f":{probe_port}")
@@ -265,7 +238,7 @@ def localize(component: str, objects: list[dict], work: pathlib.Path, plane) -> 
                 continue
             if isinstance(doc, dict) and doc.get("kind") == "Configuration":
                 metrics_port = named.get("metrics", 8443 if 8443 in ports else None)
-                doc = _localize_config(doc, ports, probe_port, metrics_port, webhook_cert_dir)
+                doc = _localize_config(doc, ports, probe_port, metrics_port, webhook_cert_dir, namespace)
                 f.write_text(_rewrite(yaml.safe_dump(doc), replacements))
 
     # Command line and environment. A port in a flag (`--x=:8080`, `--metricsPort=8000`) is a listener too.

@@ -1,7 +1,7 @@
 """The simulated FLAME on 127.0.0.1: the pinned Kubernetes control plane, scheduler and controller manager,
 KWOK nodes, and the platform's controllers (Kyverno's admission controller, JobSet, Trainer, Kueue) as local
 processes, configured from the rendered bootstrap/ Applications, with the rendered tree synced in Argo CD's
-order. Plain functions, no pytest in here (tests/journeys and tools/demo.py use it):
+order (tests/platform/argo_sync.py). Plain functions, no pytest in here (tests/journeys and tools/demo.py use it):
 
     flame = start_flame(work)          # raises ToolMissing / ComponentFailed; stops what it started on failure
     try: ... flame.admin, flame.researchers["vision-lab"] ...
@@ -14,7 +14,7 @@ identities).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import json
 import pathlib
 import sys
 import time
@@ -33,7 +33,8 @@ from generator.inventory import load_inventory  # noqa: E402
 from cluster import CLUSTER_TOOLS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes  # noqa: E402,F401
 from components import (COMPONENT_TOOLS, LocalComponent, chart_objects, component_applications, localize,  # noqa: E402
                         ready_check, write_identity)
-from kube import ApiError, Client, poll  # noqa: E402
+from argo_sync import ArgoSync  # noqa: E402
+from kube import ApiError, Client, conditions, poll  # noqa: E402
 from processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
@@ -67,6 +68,7 @@ class Flame:
     nodes: list[str]
     timings: dict[str, float]
     skipped: list[str]
+    argo: ArgoSync                          # the gpugen Application's sync (it remembers what it applied)
 
     def stop(self):
         self.procs.stop()
@@ -97,9 +99,9 @@ def apply_all(admin: Client, objects, default_namespace=None):
     for crd in crds:
         admin.apply(crd)
     for crd in crds:
-        poll(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
-                         (admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"])
-                          or {}).get("status", {}).get("conditions", [])), 60, f"CRD {crd['metadata']['name']}")
+        poll(lambda: conditions(admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                          crd["metadata"]["name"])).get("Established", {}).get("status") == "True",
+             60, f"CRD {crd['metadata']['name']} Established")
     for obj in objects:
         if obj["kind"] == "CustomResourceDefinition":
             continue
@@ -114,49 +116,50 @@ def ensure_namespace(admin: Client, name: str):
 
 # ---------------------------------------------------------------- syncing the rendered tree
 
-def _argo_sync():
-    """tests/platform/argo_sync.py (the platform issue's model of Argo CD's sync) once it exists."""
-    path = HERE / "argo_sync.py"
-    if not path.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("gpugen_argo_sync", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def tree_objects(tree: pathlib.Path) -> list[dict]:
     """The files Argo CD reads from the synced tree (the kustomization lists exactly those)."""
     kustomization = yaml.safe_load((tree / "kustomization.yaml").read_text())
     return [vs.load_one(tree / f) for f in kustomization["resources"]]
 
 
-def _wave(obj) -> int:
-    return int(obj["metadata"].get("annotations", {}).get(SYNC_WAVE, "0"))
+class _ArgoApi:
+    """The API argo_sync.ArgoSync talks to (raw responses for apply and delete), on a Client."""
+
+    def __init__(self, client: Client):
+        self.client = client
+
+    def get(self, api_version, kind, name, namespace=None):
+        return self.client.get(api_version, kind, name, namespace)
+
+    def list(self, api_version, kind):
+        return self.client.list(api_version, kind)
+
+    def apply(self, obj):
+        meta = obj["metadata"]
+        return self.client.http.patch(
+            self.client.url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
+            params={"fieldManager": "argocd-controller", "fieldValidation": "Strict", "force": "true"},
+            data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"}, timeout=60)
+
+    def delete(self, api_version, kind, name, namespace=None, propagation="Foreground"):
+        return self.client.http.delete(self.client.url(api_version, kind, namespace, name),
+                                       json={"propagationPolicy": propagation}, timeout=60)
 
 
-def _key(obj):
-    return obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
+def gpugen_argo_sync(admin: Client, bootstrap: pathlib.Path, inventory) -> ArgoSync:
+    """Argo CD's sync of the gpugen Application (tests/platform/argo_sync.py) with the Application's own sync
+    options (PruneLast) and Argo CD's default foreground pruning (the garbage collector runs here)."""
+    name = inventory.cluster.gitops.applicationName
+    (app,) = [vs.load_one(f) for f in bootstrap.rglob("*.yaml")
+              if f.name.endswith(f".{name}.yaml") and vs.load_one(f).get("kind") == "Application"]
+    options = app["spec"].get("syncPolicy", {}).get("syncOptions", [])
+    return ArgoSync(_ArgoApi(admin), name, prune_last="PruneLast=true" in options)
 
 
-def sync_tree(admin: Client, tree: pathlib.Path, previous: list[dict] | None = None, timeout=120) -> list[dict]:
-    """Sync `tree` onto the cluster as Argo CD would; returns the objects synced (pass them as `previous` to the
-    next sync so that what a new tree drops is pruned). Uses tests/platform/argo_sync.py when it exists;
-    until then: server-side apply wave by wave, then prune the dropped objects last, highest wave first,
-    waiting for each to be gone (Argo CD's PruneLast order)."""
-    objects = tree_objects(tree)
-    model = _argo_sync()
-    if model and hasattr(model, "sync"):
-        model.sync(admin, objects, previous or [], timeout=timeout)
-        return objects
-    for obj in sorted(objects, key=_wave):
-        admin.apply(obj)
-    wanted = {_key(o) for o in objects}
-    for obj in sorted((o for o in previous or [] if _key(o) not in wanted), key=_wave, reverse=True):
-        api, kind, ns, name = _key(obj)
-        admin.delete(api, kind, name, ns)
-        poll(lambda: admin.get(api, kind, name, ns) is None, timeout, f"{kind} {name} pruned")
-    return objects
+def sync_tree(argo: ArgoSync, tree: pathlib.Path, timeout=120):
+    """Sync `tree` as the gpugen Application: Argo CD's waves, health waits and pruning (argo_sync.py)."""
+    result = argo.sync(tree_objects(tree), timeout=timeout)
+    return result
 
 
 # ---------------------------------------------------------------- onboarding research groups
@@ -284,7 +287,11 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, bootstrap:
         log(f"components ({', '.join(local)}) ready at {timings['components']:.1f}s")
 
         # The rendered tree, in Argo CD's order; then what onboarding adds; then the live webhooks.
-        sync_tree(admin, tree)
+        argo = gpugen_argo_sync(admin, bootstrap, inventory)
+        result = sync_tree(argo, tree)
+        if result.phase != "Succeeded":
+            raise ComponentFailed(f"Argo CD sync of {tree}: {result.phase}: {result.message} "
+                                  f"(waiting on {result.waiting_on})")
         onboard_research_namespaces(admin, inventory)
         if "kyverno" in started:
             wait_policies_live(admin, inventory, started["kyverno"])
@@ -294,7 +301,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, bootstrap:
         timings["ready"] = time.monotonic() - t0
         log(f"FLAME ready in {timings['ready']:.1f}s")
         return Flame(work, procs, k8s.plane, admin, k8s.plane.kubeconfig, inventory, researchers, local, k8s.nodes, timings,
-                     skipped)
+                     skipped, argo)
     except BaseException:
         procs.stop()
         raise

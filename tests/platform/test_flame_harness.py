@@ -94,7 +94,8 @@ def localized(tmp_path_factory):
 
 
 # What the transform may change in a controller-runtime Configuration: listeners and certificates only.
-LOCAL_KEYS = {"health", "metrics", "webhook", "internalCertManagement", "certManagement", "statusServer"}
+LOCAL_KEYS = {"health", "metrics", "webhook", "internalCertManagement", "certManagement", "statusServer",
+              "leaderElection"}
 
 
 def test_kueue_runs_with_the_configuration_of_its_application(localized):

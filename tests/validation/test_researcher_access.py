@@ -9,9 +9,10 @@ never as admin, so the only thing that lets them in is the rendered RBAC:
 - the expectations come from the inventory (its classes and groups) and the issue's list of permissions,
   not from the rendered objects they check.
 
-What no component here runs: Trainer's and Kueue's controllers and webhooks, Kyverno. The SDK's TrainJob is
-therefore stored, not admitted (tests/e2e covers admission). Argo CD's handling of the Namespaces'
-Prune=false,Delete=false is Argo CD's, not the API server's, and is not exercised here.
+What no component here runs: Trainer's and Kueue's controllers and webhooks, Kyverno, kube-controller-manager.
+The SDK's TrainJob is therefore stored, not admitted (tests/e2e covers admission). Argo CD cannot run here
+either: a group leaving the inventory is synced with tests/platform/argo_sync.py, the project's model of
+gitops-engine's order and pruning, against this real API server.
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ import shutil
 import subprocess
 
 import pytest
-import yaml
 
 from generator.inventory import load_inventory
 from generator.naming import runtime_name
@@ -142,7 +142,7 @@ def class_runtimes(inventory) -> list[str]:
     return sorted(runtime_name(name) for name in inventory.classes)
 
 
-def a_runtime(cluster, inventory, kind, namespace=None):
+def a_runtime(inventory, kind, namespace=None):
     """A valid runtime object: the rendered torch-<first class> re-kinded (and renamed: a namespaced one
     named like a cluster runtime would shadow it)."""
     (path,) = [f for f in manifest_files() if load_one(f).get("kind") == "ClusterTrainingRuntime"
@@ -223,8 +223,8 @@ def test_a_user_in_no_group_reads_cluster_runtimes_but_cannot_use_the_sdk_in_a_r
 def test_only_platform_admins_create_runtimes(researchers, inventory, cluster):
     alice = researchers["alice"]
     namespace = alice.namespaces[0]
-    namespaced = a_runtime(cluster, inventory, "TrainingRuntime", namespace)
-    clustered = a_runtime(cluster, inventory, "ClusterTrainingRuntime")
+    namespaced = a_runtime(inventory, "TrainingRuntime", namespace)
+    clustered = a_runtime(inventory, "ClusterTrainingRuntime")
     # The objects are valid: an admin's dry-run is accepted, so the researcher's 403 is RBAC's answer.
     for obj in (namespaced, clustered):
         assert cluster.create(obj, dry_run=True).status_code == 201, message(cluster.create(obj, dry_run=True))
@@ -236,6 +236,31 @@ def test_only_platform_admins_create_runtimes(researchers, inventory, cluster):
                                   headers={"Content-Type": "application/merge-patch+json"}, timeout=30)
     assert patch.status_code == FORBIDDEN
     assert alice.kube.http.delete(existing, timeout=30).status_code == FORBIDDEN
+
+
+def test_a_user_identity_is_bound_like_a_group(control_plane, applied_tree, cluster, inventory, sdk, tmp_path):
+    """identities.users: a group whose member is named as a user (certificate CN, no group) gets the same
+    access, rendered by the same builders, and still none in other groups' namespaces."""
+    from generator.builders import synced_objects
+    from generator.inventory import load_inventory_text
+
+    user = "oidc:carol@example.org"
+    first_class = next(iter(inventory.classes))
+    text = (REPO / "gpu_classes.yaml").read_text(encoding="utf-8") + (
+        f"  user-lab:\n    namespaces: [user-lab]\n    identities:\n      users: [\"{user}\"]\n"
+        f"    allocations:\n      {first_class}: {{gpus: 0, cpu: 0, memory: 0}}\n")
+    objects = synced_objects(load_inventory_text(text, "gpu_classes.yaml"))
+    for obj in objects:
+        if obj["metadata"].get("name") == "user-lab" or obj["metadata"].get("namespace") == "user-lab":
+            r = cluster.apply(obj, dry_run=False)
+            assert r.ok, f"{obj['kind']}: {message(r)}"
+    issue_certificate(control_plane.pki, tmp_path, "carol", f"/CN={user}", "extendedKeyUsage=clientAuth\n")
+    carol = Researcher(user, None, ["user-lab"], tmp_path / "carol.crt", tmp_path / "carol.key",
+                       Kube(cluster.server, control_plane.pki / "ca.crt", tmp_path / "carol.crt", tmp_path / "carol.key"))
+    assert sorted(rt.name for rt in sdk(carol, "user-lab").list_runtimes()) == class_runtimes(inventory)
+    with pytest.raises(RuntimeError) as listed:
+        sdk(carol, next(iter(inventory.groups.values())).namespaces[0]).list_runtimes()
+    assert status_of(listed.value) == FORBIDDEN
 
 
 # ---------------------------------------------------------------- exactly the listed permissions
@@ -336,9 +361,9 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
             account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}}
             assert cluster.apply(account, dry_run=False).ok
             # (The test API server refuses privileged containers outright: --allow-privileged is off.)
-            privileged = cluster.create(pod(namespace, host_dev=True), dry_run=True)
-            assert privileged.status_code == FORBIDDEN, f"{namespace}: {privileged.status_code} {message(privileged)}"
-            assert 'violates PodSecurity "baseline' in message(privileged), message(privileged)
+            host_dev = cluster.create(pod(namespace, host_dev=True), dry_run=True)
+            assert host_dev.status_code == FORBIDDEN, f"{namespace}: {host_dev.status_code} {message(host_dev)}"
+            assert 'violates PodSecurity "baseline' in message(host_dev), message(host_dev)
             plain = cluster.create(pod(namespace), dry_run=True)
             assert plain.status_code == 201, message(plain)
             assert 'would violate PodSecurity' in plain.headers.get("Warning", "") and 'restricted:' in plain.headers["Warning"], \
@@ -349,15 +374,13 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
 
 def argo_sync_model():
     """tests/platform/argo_sync.py: the project's model of Argo CD's (gitops-engine's) sync order and pruning."""
-    import importlib.util
+    import importlib
+    import sys
 
-    path = REPO / "tests" / "platform" / "argo_sync.py"
-    if not path.exists():
-        unavailable(f"{path} is missing")
-    spec = importlib.util.spec_from_file_location("gpugen_argo_sync_access", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    folder = str(REPO / "tests" / "platform")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # as tests/e2e/kueue_e2e.py imports it
+    return importlib.import_module("argo_sync")
 
 
 class SyncApi:
@@ -373,7 +396,8 @@ class SyncApi:
     def list(self, api_version, kind, namespace=None):
         r = self.kube.http.get(self.kube.resource_url(api_version, kind, namespace), timeout=30)
         assert r.ok, message(r)
-        return r.json()["items"]
+        # The API server leaves apiVersion and kind out of a built-in kind's list items.
+        return [{"apiVersion": api_version, "kind": kind, **item} for item in r.json()["items"]]
 
     def apply(self, obj):
         return self.kube.apply(obj, dry_run=False)
@@ -386,9 +410,8 @@ class SyncApi:
 
 def test_a_group_leaving_keeps_its_namespace_and_loses_its_binding(cluster, applied_tree, inventory):
     """Synced in Argo CD's order (waves, PruneLast, waiting on pruned objects): the leaving group's Namespace
-    is kept (Prune=false), not left terminating; its RoleBinding and LocalQueue are pruned. A Namespace
-    without Prune=false would be deleted and, with no namespace controller here, stay terminating: the sync
-    would never finish."""
+    is kept (Prune=false); its RoleBinding and LocalQueue are pruned. Without Prune=false the Namespace, and
+    with it the users' PVCs, would be deleted (here it would stay terminating: no namespace controller runs)."""
     if not inventory.cluster.createNamespaces:
         pytest.skip("the inventory does not render Namespaces")
     from generator.builders import synced_objects
@@ -415,3 +438,57 @@ def test_a_group_leaving_keeps_its_namespace_and_loses_its_binding(cluster, appl
     assert any("prune skipped (Prune=false) Namespace/leaving-lab" in step for step in second.steps), second.steps
     assert api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "researcher", "leaving-lab") is None
     assert api.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "default", "leaving-lab") is None
+
+
+# ---------------------------------------------------------------- the components' charts grant no runtime writes
+
+RUNTIME_RESOURCES = {"trainingruntimes", "clustertrainingruntimes"}
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "*"}
+# Kubernetes' user-facing roles gather every ClusterRole carrying one of these labels.
+AGGREGATE_TO_USERS = {f"rbac.authorization.k8s.io/aggregate-to-{role}" for role in ("admin", "edit", "view")}
+
+
+def writes_runtimes(role: dict) -> bool:
+    for rule in role.get("rules") or []:
+        groups, resources, verbs = set(rule.get("apiGroups", [])), set(rule.get("resources", [])), set(rule["verbs"])
+        if (groups & {"trainer.kubeflow.org", "*"} and (resources & RUNTIME_RESOURCES or "*" in resources)
+                and verbs & WRITE_VERBS):
+            return True
+    return False
+
+
+def test_no_component_chart_lets_users_write_runtimes():
+    """Only platform admins create runtimes: no role in the components' charts (as the bootstrap Applications
+    install them, rendered by the real helm) that may write runtimes is aggregated into Kubernetes' user
+    roles or bound to anything but the components' own service accounts."""
+    import charts  # tests/platform (on sys.path via tests/conftest.py)
+
+    from generator.builders.platform import COMPONENT_LABEL
+
+    from .validation_support import bootstrap_dir
+
+    apps = [a for a in (load_one(f) for f in sorted((bootstrap_dir() / "platform").rglob("*.yaml")))
+            if a["kind"] == "Application" and COMPONENT_LABEL in a["metadata"].get("labels", {})]
+    if not apps:
+        unavailable(f"no component Applications under {bootstrap_dir() / 'platform'}")
+    if not charts.tool("helm").exists():
+        unavailable(f"{charts.tool('helm')} is missing: run `bash tools/build.sh helm`")
+    writers_seen = 0
+    for app in apps:
+        objects = charts.helm_template(app)
+        writers = {(o["kind"], o["metadata"]["name"]) for o in objects
+                   if o["kind"] in ("ClusterRole", "Role") and writes_runtimes(o)}
+        writers_seen += len(writers)
+        for kind, name in writers:
+            role = next(o for o in objects if (o["kind"], o["metadata"]["name"]) == (kind, name))
+            labels = role["metadata"].get("labels") or {}
+            assert not [k for k in AGGREGATE_TO_USERS if labels.get(k) == "true"], \
+                f"{app['metadata']['name']}: {kind} {name} writes runtimes and is aggregated into users' roles"
+        for binding in (o for o in objects if o["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+            if (binding["roleRef"]["kind"], binding["roleRef"]["name"]) not in writers:
+                continue
+            for subject in binding.get("subjects") or []:
+                assert subject["kind"] == "ServiceAccount", \
+                    f"{app['metadata']['name']}: {binding['metadata']['name']} lets {subject} write runtimes"
+    # Trainer's controller manages runtimes (finalizers, status): the check has something to look at.
+    assert writers_seen, "no chart role writes runtimes at all: is Trainer's chart still rendered?"
