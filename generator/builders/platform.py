@@ -23,6 +23,7 @@ from generator import emit, versions
 from generator.builders import argocd, kueue
 from generator.builders.common import metadata
 from generator.layout import KUSTOMIZATION_FILE
+from generator.naming import research_namespaces
 from generator.inventory.models import Component, Inventory
 
 COMPONENT_LABEL = "gpugen/component"
@@ -242,7 +243,7 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
         objects.append(app_project(inventory, name, [component.namespace], chart.cluster_kinds, chart.namespaced_kinds,
                                    "-1"))
         objects.append(component_application(inventory, name, component))
-    research = kueue.research_namespaces(inventory)
+    research = research_namespaces(inventory)
     objects.append(app_project(inventory, "gpugen", research, GPUGEN_CLUSTER_KINDS, GPUGEN_NAMESPACED_KINDS, "-1"))
     app = argocd.directory_application(inventory, gitops.applicationName, _project_name(inventory, "gpugen"),
                                        gitops.path, exclude=KUSTOMIZATION_FILE, synced_tree=True)

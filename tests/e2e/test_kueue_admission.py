@@ -477,6 +477,10 @@ def test_deployment_and_bare_cpu_pod_in_a_research_namespace_are_untouched_by_ku
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch", "namespace": A_NS},
            "spec": {"containers": [{"name": "sh", "image": GH200.image,
                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    # No kube-controller-manager runs in this tier to create the namespace's `default` ServiceAccount, which the
+    # ServiceAccount admission plugin requires for a Pod.
+    assert flame.api.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                            "metadata": {"name": "default", "namespace": A_NS}}).ok
     try:
         stored = [flame.api.create(deployment), flame.api.create(pod)]
         for obj in stored:

@@ -8,6 +8,8 @@ so the next one starts with both GPUs free; the class-removal journey runs last.
 """
 from __future__ import annotations
 
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -20,6 +22,7 @@ from kube import ApiError, Client, conditions
 import flame as flame_mod
 
 REPO = flame_mod.vs.REPO
+INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
 
 RUNTIME = "torch-gh200"
 CLASS = "gh200"
@@ -163,7 +166,11 @@ def test_5_plain_job_gets_the_pvcs_and_counts_against_the_same_quota(flame_clust
         r.client.create(job)
         wl = wait_workload(r.client, ns, "Job", "plain-gpu-job", "Admitted")
         assert wl["status"]["admission"]["clusterQueue"] == a
-        assert cluster_queue_usage(flame, a)[(CLASS, GPU)][0] == "1"
+        (assignment,) = wl["status"]["admission"]["podSetAssignments"]
+        assert assignment["flavors"][GPU] == CLASS and assignment["resourceUsage"][GPU] == "1"
+        # The group's ClusterQueue counts it while it runs (the same quota TrainJobs use).
+        poll(lambda: cluster_queue_usage(flame, a).get((CLASS, GPU), ("0",))[0] == "1", 10,
+             f"ClusterQueue {a} reserving the Job's GPU")
         (pod,) = wait_pods(r.client, ns, "job-name=plain-gpu-job", 1)
         assert pod["spec"]["nodeName"] in class_nodes(flame)
         mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0].get("volumeMounts", [])}
@@ -211,10 +218,17 @@ def test_6_live_webhooks_refuse_a_bare_gpu_pod_and_a_trainjob_outside_the_group(
         assert "gpu-pods-from-jobs" in refused.value.message or "only through a Job or TrainJob" in \
             refused.value.message, refused.value.message
 
-        # Another group's namespace: A's researcher cannot create there (rendered RoleBindings) ...
-        with pytest.raises(Exception) as other:
+        # Another group's namespace: A's researcher cannot create there (rendered RoleBindings): the SDK fails on
+        # its first read in that namespace, and a TrainJob created directly is Forbidden.
+        with pytest.raises(RuntimeError) as sdk_refused:
             submit(ra, namespace=rb.namespaces[0], resources_per_node={"gpu": 1})
-        assert "403" in str(other.value) or "Forbidden" in str(other.value), other.value
+        assert getattr(sdk_refused.value.__cause__, "status", None) == 403, sdk_refused.value
+        foreign = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                   "metadata": {"name": "not-mine", "namespace": rb.namespaces[0]},
+                   "spec": {"runtimeRef": {"name": RUNTIME}}}
+        with pytest.raises(ApiError) as forbidden:
+            ra.client.create(foreign)
+        assert forbidden.value.status == 403, forbidden.value
         # ... nor name another queue than its namespace's LocalQueue (the job-queue ValidatingPolicy).
         tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
               "metadata": {"name": "other-queue", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": b}},
@@ -250,26 +264,31 @@ def test_7_notebook_deployment_runs_untouched_by_kueue(flame_cluster):
 # ---------------------------------------------------------------- 8. removing a class
 
 def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster, tmp_path):
+    """A second class is added and synced, then removed again: Argo CD's sync (argo_sync.py, with the gpugen
+    Application's own sync options) must end Succeeded and leave no trace of the class (Kueue's finalizer on the
+    flavor released once no ClusterQueue uses it)."""
     flame = flame_cluster
-    repo = REPO
     inv = tmp_path / "gpu_classes.yaml"
-    inv.write_text((repo / "gpu_classes.yaml").read_text())
-    a, b = groups(flame)
+    inv.write_text(INVENTORY.read_text())
+    a, _ = groups(flame)
     edits = [["add-class", "a100", "--arch", "amd64", "--label-value", "NVIDIA-A100-SXM4-80GB",
               "--image", flame.inventory.classes[CLASS].image, "--nodes", "1", "--gpus-per-node", "1",
               "--cpu-per-node", "64", "--memory-per-node", "512Gi"],
              ["set-allocation", a, "a100", "--gpus", "1", "--cpu", "32", "--memory", "256Gi"]]
     for e in edits:
         out = subprocess.run([sys.executable, "-m", "generator", "inventory", *e, "--inventory", str(inv)],
-                             cwd=repo, capture_output=True, text=True)
+                             cwd=REPO, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
     two = render(inv, tmp_path / "two")
-    one = render(repo / "gpu_classes.yaml", tmp_path / "one")
+    one = render(INVENTORY, tmp_path / "one")
     with Timer("8 class removal"):
-        synced = flame_mod.sync_tree(flame.admin, two, previous=flame_mod.tree_objects(flame_mod.vs.rendered_dir()))
+        added = flame_mod.sync_tree(flame.argo, two, timeout=TIMEOUT)
+        assert added.phase == "Succeeded", (added.message, added.waiting_on)
         assert flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100")
-        flame_mod.sync_tree(flame.admin, one, previous=synced, timeout=TIMEOUT)
-        assert flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100") is None
+        removed = flame_mod.sync_tree(flame.argo, one, timeout=TIMEOUT)
+        assert removed.phase == "Succeeded", (removed.message, removed.waiting_on, removed.steps)
+        poll(lambda: flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100") is None, TIMEOUT,
+             "ResourceFlavor a100 gone")
         assert flame.admin.get("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-a100") is None
         cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", a)
         assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == [CLASS]

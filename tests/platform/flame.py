@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import sys
 import time
@@ -249,10 +250,11 @@ def wait_kueue_webhook(admin: Client, inventory, proc, timeout=60):
 def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, bootstrap: pathlib.Path | None = None,
                 inventory_file: pathlib.Path | None = None, log=print) -> Flame:
     """Start the simulated FLAME in `work` (an empty directory) with a rendered tree (default: the committed
-    rendered/ and bootstrap/ of gpu_classes.yaml). Everything started is stopped again if anything fails."""
+    rendered/ and bootstrap/ of gpu_classes.yaml; GPUGEN_RENDERED_DIR, GPUGEN_BOOTSTRAP_DIR and GPUGEN_INVENTORY
+    select another render). Everything started is stopped again if anything fails."""
     tree = tree or vs.rendered_dir()
     bootstrap = bootstrap or vs.bootstrap_dir()
-    inventory = load_inventory(inventory_file or vs.REPO / "gpu_classes.yaml")
+    inventory = load_inventory(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
     require_tools(ALL_TOOLS)
     work = pathlib.Path(work)
     timings: dict[str, float] = {}
