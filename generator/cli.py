@@ -175,6 +175,11 @@ def _apply(inventory_path: Path, edit_name: str, *args, **kwargs) -> None:
         sys.exit(EXIT_INVALID)
     except InventoryInvalid as invalid:
         _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s) before or after the edit; nothing written.")
+    except OverLimits as over:
+        _exit_invalid(InventoryInvalid([Problem(str(inventory_path), 0, 0, f"rendered {path}", reason)
+                                        for path, reason in over.problems]),
+                      f"{inventory_path}: the edit would render {{count}} object(s) over Kubernetes' limits; "
+                      "nothing written.")
     except OutputRefused as refused:
         click.echo(f"{inventory_path}: {refused}; nothing written.", err=True)
         sys.exit(EXIT_INVALID)

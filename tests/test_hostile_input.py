@@ -312,3 +312,12 @@ def test_plan_at_an_unexpected_tree_is_refused_cleanly(tmp_path):
         assert "Traceback" not in result.output
     result = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", "docs"])
     assert result.exit_code == 2 and "gpugen did not write" in result.output, result.output
+
+
+def test_an_edit_whose_result_is_over_kubernetes_limits_is_refused(tmp_path, monkeypatch):
+    inventory = write(tmp_path, FLAME)
+    monkeypatch.setattr(limits, "MAX_ANNOTATIONS_BYTES", 100)
+    result = CliRunner().invoke(main, ["inventory", "set-image", "--inventory", str(inventory), "gh200",
+                                       "ghcr.io/urcf/pytorch:2.10.0-cuda13.0"])
+    assert result.exit_code == 2 and "annotations add up" in result.output, result.output
+    assert inventory.read_text() == FLAME

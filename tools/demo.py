@@ -52,6 +52,8 @@ def main(argv=None) -> int:
     work = args.work or pathlib.Path(tempfile.mkdtemp(prefix="gpugen-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Ctrl-C even when started from a shell that ignores SIGINT for background jobs (Python keeps SIG_IGN).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     print(f"starting the simulated FLAME in {work} (logs: {work}/logs, {work}/apiserver) ...", flush=True)
     flame = None
     try:
@@ -88,9 +90,9 @@ def print_welcome(flame, work: pathlib.Path):
                   f"  export KUBECONFIG={r.kubeconfig}", ""]
         try_lines = [
             "kubectl get clustertrainingruntimes",
-            f"kubectl -n {ns} create -f {example}          # the seed page's YAML example",
-            f"kubectl -n {ns} get workloads -w                # Kueue admits it on flavor gh200",
-            f"kubectl -n {ns} get pods -o wide -w             # placed on a GH200 node, runs, completes",
+            f"kubectl create -f {example}   # the seed page's YAML example (namespace {ns})",
+            "kubectl get workloads -w      # Kueue admits it on flavor gh200 of your group's ClusterQueue",
+            "kubectl get pods -o wide -w   # placed on a GH200 node, runs (a few seconds under KWOK), completes",
             f"python -c 'from kubeflow.trainer import TrainerClient; "
             f"print([r.name for r in TrainerClient().list_runtimes()])'",
         ]

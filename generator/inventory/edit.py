@@ -21,6 +21,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from generator.inventory.load import decode_inventory, load_inventory_text, read_inventory_bytes
+from generator.tree import render_trees
 from generator.write import output_lock, remove_leftovers, resolve_output, write_file_atomically
 
 Edit = Callable[[CommentedMap], None]
@@ -296,7 +297,9 @@ def apply_edit(path: Path, edit: Edit) -> str:
         # Validate the starting point too: editing a broken file would blame the edit for old problems.
         load_inventory_text(original, str(path))
         edited = edit_text(original, edit)
-        load_inventory_text(edited, f"{path} (after the edit)")
+        inventory = load_inventory_text(edited, f"{path} (after the edit)")
+        # And what it renders to must fit Kubernetes' limits, as a render would check (limits.OverLimits).
+        render_trees(inventory, target.name)
         if edited != original:
             write_file_atomically(target, edited.encode("utf-8"))
     return edited

@@ -47,10 +47,29 @@ def flame_cluster(tmp_path_factory, request):
     finally:
         flame.stop()
         reporter = request.config.pluginmanager.getplugin("terminalreporter")
-        if reporter:
-            reporter.write_line("\nsimulated FLAME timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        if reporter and capture:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line("\nsimulated FLAME timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
         left = leftover_processes(pids)
         assert not left, f"processes still running after stop: {left}"
+
+
+@pytest.fixture(autouse=True)
+def no_jobs_left(request):
+    """After each journey, its TrainJobs and Jobs are deleted (and their Workloads gone), passed or failed, so a
+    failing journey does not hold GPUs the next one needs. Harness clean-up, as admin."""
+    yield
+    if "flame_cluster" not in request.fixturenames:
+        return
+    flame = request.getfixturevalue("flame_cluster")
+    namespaces = [ns for g in flame.inventory.groups.values() for ns in g.namespaces]
+    for ns in namespaces:
+        for api, kind in (("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("batch/v1", "Job")):
+            for obj in flame.admin.list(api, kind, ns):
+                flame.admin.delete(api, kind, obj["metadata"]["name"], ns)
+    poll(lambda: not any(flame.admin.list("kueue.x-k8s.io/v1beta2", "Workload", ns) for ns in namespaces), TIMEOUT,
+         "every Workload gone after the journey")
 
 
 def researcher(flame, group: str):

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from journeys_support import (GPU, TIMEOUT, TIMINGS, Timer, flame_cluster, pods_of_jobset, poll,  # noqa: F401
+from journeys_support import (GPU, TIMEOUT, TIMINGS, Timer, flame_cluster, no_jobs_left, pods_of_jobset, poll,  # noqa: F401
                               researcher, submit, trainer_client, wait_pods, wait_trainjob_complete,
                               wait_workload, workload_of)
 from kube import ApiError, Client, conditions

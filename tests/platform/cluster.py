@@ -69,13 +69,20 @@ def module_dir(module: str, version_key: str) -> pathlib.Path:
     return pathlib.Path(out.stdout.strip())
 
 
-def identity_kubeconfig(plane: ControlPlane, out: pathlib.Path, name: str, user: str, groups=()) -> pathlib.Path:
-    """A kubeconfig authenticating as `user` in `groups` (client certificate: CN=user, O=group...)."""
+def identity_kubeconfig(plane: ControlPlane, out: pathlib.Path, name: str, user: str, groups=(),
+                        namespace: str | None = None) -> pathlib.Path:
+    """A kubeconfig authenticating as `user` in `groups` (client certificate: CN=user, O=group...), its context
+    in `namespace` (kubectl's and the SDK's default namespace)."""
     out.mkdir(parents=True, exist_ok=True)
     subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
     issue_certificate(plane.pki, out, name, subject, "extendedKeyUsage=clientAuth\n")
-    return write_kubeconfig(out / f"{name}.kubeconfig", plane.kube.server, plane.pki / "ca.crt",
+    path = write_kubeconfig(out / f"{name}.kubeconfig", plane.kube.server, plane.pki / "ca.crt",
                             out / f"{name}.crt", out / f"{name}.key", user=name, context=name)
+    if namespace:
+        cfg = yaml.safe_load(path.read_text())
+        cfg["contexts"][0]["context"]["namespace"] = namespace
+        path.write_text(yaml.safe_dump(cfg))
+    return path
 
 
 def service_account_kubeconfig(plane: ControlPlane, path: pathlib.Path, namespace: str, name: str) -> pathlib.Path:

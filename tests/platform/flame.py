@@ -202,7 +202,7 @@ def researcher_identities(flame_work: pathlib.Path, plane, inventory) -> dict[st
             user, groups = ids.users[0], []
         else:
             continue
-        kc = identity_kubeconfig(plane, flame_work / "researchers", name, user, groups)
+        kc = identity_kubeconfig(plane, flame_work / "researchers", name, user, groups, namespace=group.namespaces[0])
         out[name] = Researcher(name, user, groups, kc, list(group.namespaces))
     return out
 
