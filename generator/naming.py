@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from generator.inventory.models import Allocation, GpuClass, Inventory
 
 # Annotation on each ResourceFlavor naming the inventory class it serves (read back by `plan`).
@@ -45,3 +47,34 @@ def platform_namespaces(inventory: Inventory) -> list[str]:
     components = inventory.cluster.components
     return sorted({c.namespace for c in (components.kyverno, components.jobset, components.trainer, components.kueue)}
                   | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace})
+
+
+# Service accounts the pinned charts run each controller as (serviceAccountName of the chart's Deployment, checked
+# against `helm template` by tests/validation/test_platform_charts.py), with the release names builders/platform.py
+# gives them.
+CHART_SERVICE_ACCOUNTS = {
+    "kueue": "kueue-controller-manager",
+    "trainer": "kubeflow-trainer-controller-manager",
+    "jobset": "jobset-controller",
+}
+
+
+@dataclass(frozen=True)
+class ControllerIdentities:
+    kueue: str
+    trainer: str
+    jobset: str
+    job: str
+
+
+def controller_identities(inventory: Inventory) -> ControllerIdentities:
+    """The username each controller acts as: the inventory's override, else its chart's service account."""
+    controllers, components = inventory.cluster.controllers, inventory.cluster.components
+
+    def identity(name: str) -> str:
+        explicit = getattr(controllers, name)
+        if explicit:
+            return explicit
+        return f"system:serviceaccount:{getattr(components, name).namespace}:{CHART_SERVICE_ACCOUNTS[name]}"
+    return ControllerIdentities(kueue=identity("kueue"), trainer=identity("trainer"), jobset=identity("jobset"),
+                                job=controllers.job)

@@ -61,7 +61,10 @@ def generated_by_us(head: bytes) -> bool:
 
 def describe_os_error(error: OSError) -> str:
     """`PATH: reason` in one line, e.g. `rendered: No space left on device`."""
-    where = error.filename if error.filename is not None else ""
+    where = str(error.filename) if error.filename is not None else ""
+    name = os.path.basename(where)
+    if name.startswith(".") and TEMP_MARK in name:  # a staging copy: name the output it stands for
+        where = os.path.join(os.path.dirname(where), name[1:].split(TEMP_MARK)[0])
     reason = error.strerror or str(error)
     return f"{where}: {reason}" if where else reason
 

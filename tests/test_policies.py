@@ -40,6 +40,7 @@ from generator import emit
 from generator.builders import kyverno, trainer
 from generator.inventory import load_inventory
 from generator.inventory.models import Inventory
+from generator.naming import controller_identities
 from generator.versions import pin
 
 HERE = REPO / "tests" / "policies"
@@ -149,7 +150,7 @@ UPDATES = parse_cases(SPEC, "updates")
 def username(user: str, inventory: Inventory) -> dict[str, Any]:
     entry = SPEC["users"][user]
     if "controller" in entry:
-        return {"username": getattr(inventory.cluster.controllers, entry["controller"])}
+        return {"username": getattr(controller_identities(inventory), entry["controller"])}
     return {key: entry[key] for key in ("username", "groups") if key in entry}
 
 
@@ -847,3 +848,12 @@ def test_kyverno_cli_carries_the_image_index_patch():
     stamp = Path(str(kyverno_path()) + ".patch")
     assert stamp.is_file() and stamp.read_text().strip() == hashlib.sha256(patch.read_bytes()).hexdigest()[:12], (
         f"{binary} was not built with {patch.name}: run tools/build.sh kyverno (it rebuilds such a binary)")
+
+
+def test_templates_need_exactly_their_parameters():
+    """A placeholder without a parameter, or a parameter no placeholder uses, fails the render."""
+    assert kyverno.fill("a: |-\n  $x == $y\n", x="s", y=["t"]) == {"a": '"s" == ["t"]'}
+    with pytest.raises(ValueError, match="placeholders"):
+        kyverno.fill("a: |-\n  $x\n")
+    with pytest.raises(ValueError, match="placeholders"):
+        kyverno.fill("a: |-\n  $x\n", x="s", unused=1)

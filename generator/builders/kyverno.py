@@ -43,7 +43,7 @@ from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.builders.trainer import API_VERSION as TRAINER_API_VERSION
 from generator.inventory.models import Inventory
-from generator.naming import GPU_RESOURCE, runtime_name
+from generator.naming import GPU_RESOURCE, controller_identities, runtime_name
 
 API_VERSION = "policies.kyverno.io/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -100,7 +100,8 @@ def fill(template: str, **params: Any) -> dict[str, Any]:
     needs a parameter and every parameter must be used: a typo fails at render time, not at admission."""
     text = textwrap.dedent(template).strip("\n")
     used = set(_PLACEHOLDER.findall(text))
-    assert used == set(params), f"template placeholders {sorted(used)} != parameters {sorted(params)}"
+    if used != set(params):
+        raise ValueError(f"template placeholders {sorted(used)} != parameters {sorted(params)}")
     return yaml.safe_load(Template(text).substitute({name: cel(value) for name, value in params.items()}))
 
 
@@ -242,7 +243,7 @@ def job_pod_storage(inventory: Inventory) -> dict[str, Any]:
         {"volume": "home", "claim": storage.home.claimName, "path": storage.home.mountPath},
         {"volume": "workspace", "claim": storage.workspace.claimName, "path": storage.workspace.mountPath},
     ]
-    cel_ = fill(STORAGE_CEL, jobController=inventory.cluster.controllers.job, entries=entries)
+    cel_ = fill(STORAGE_CEL, jobController=controller_identities(inventory).job, entries=entries)
     description = (f"Mounts PVC {storage.home.claimName} at {storage.home.mountPath} and PVC "
                    f"{storage.workspace.claimName} at {storage.workspace.mountPath} into every container of every "
                    "Pod the Job controller creates in a research namespace (TrainJobs included).")
@@ -272,7 +273,7 @@ validations:
 
 def job_claims(inventory: Inventory) -> dict[str, Any]:
     storage = inventory.cluster.storage
-    controllers = inventory.cluster.controllers
+    controllers = controller_identities(inventory)
     mounts = (f"{storage.home.claimName} at {storage.home.mountPath} and {storage.workspace.claimName} at "
               f"{storage.workspace.mountPath}")
     cel_ = fill(
@@ -380,7 +381,7 @@ def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
             "writes placement")
     cel_ = fill(
         PLACEMENT_CEL,
-        kueue=inventory.cluster.controllers.kueue,
+        kueue=controller_identities(inventory).kueue,
         manager=KUEUE_MANAGER,
         fields=PLACEMENT_FIELDS,
         patchTail=" from spec.runtimePatches" + tail,
@@ -423,7 +424,7 @@ validations:
 
 
 def job_queue(inventory: Inventory) -> dict[str, Any]:
-    controllers = inventory.cluster.controllers
+    controllers = controller_identities(inventory)
     keep = f"{QUEUE_LABEL}: {DEFAULT_LOCAL_QUEUE}"
     cel_ = fill(
         QUEUE_CEL,
@@ -466,7 +467,7 @@ validations:
 
 
 def job_ownership(inventory: Inventory) -> dict[str, Any]:
-    controllers = inventory.cluster.controllers
+    controllers = controller_identities(inventory)
     cel_ = fill(
         OWNERSHIP_CEL,
         controllers=sorted({controllers.trainer, controllers.jobset}),
@@ -509,7 +510,7 @@ def gpu_pods_from_jobs(inventory: Inventory) -> dict[str, Any]:
     cel_ = fill(
         GPU_PODS_CEL,
         gpu=GPU_RESOURCE,
-        jobController=inventory.cluster.controllers.job,
+        jobController=controller_identities(inventory).job,
         message=(f"Pods may request {GPU_RESOURCE} only through a Job or TrainJob that Kueue admits: "
                  f"submit a TrainJob ({use_runtimes(inventory)}) or a batch Job instead of a bare Pod, "
                  "Deployment or StatefulSet"),

@@ -119,8 +119,8 @@ def trainer_values(inventory: Inventory) -> dict[str, Any]:
 
 
 def jobset_values(inventory: Inventory) -> dict[str, Any]:
-    # fullnameOverride as in Trainer's chart: the controller runs as kubeflow-system:jobset-controller-manager,
-    # the identity the policies let through (cluster.controllers.jobset).
+    # fullnameOverride as in Trainer's chart: the controller runs as <namespace>:jobset-controller, the identity
+    # the policies let through (naming.controller_identities).
     return {"fullnameOverride": "jobset",
             "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": app_version("jobset"),
                       "pullPolicy": "IfNotPresent"}}
@@ -132,6 +132,10 @@ def kyverno_values(inventory: Inventory) -> dict[str, Any]:
     return {"crds": {"install": True}, "admissionController": {"replicas": 1}}
 
 
+# Release names: they name the charts' objects, service accounts included. "kubeflow-trainer" (the chart's name)
+# makes Trainer's controller kubeflow-trainer-controller-manager, as in upstream's manifests
+# (naming.CHART_SERVICE_ACCOUNTS).
+RELEASE_NAMES = {"kyverno": "kyverno", "jobset": "jobset", "trainer": "kubeflow-trainer", "kueue": "kueue"}
 VALUES = {"kyverno": kyverno_values, "jobset": jobset_values, "trainer": trainer_values, "kueue": kueue_values}
 
 
@@ -172,7 +176,7 @@ def component_application(inventory: Inventory, name: str, component: Component)
         "spec": {
             "project": _project_name(inventory, name),
             "source": {"repoURL": chart.repo_url, "chart": chart.name, "targetRevision": chart_version(name),
-                       "helm": {"releaseName": name, "valuesObject": VALUES[name](inventory)}},
+                       "helm": {"releaseName": RELEASE_NAMES[name], "valuesObject": VALUES[name](inventory)}},
             "destination": {"server": argocd.IN_CLUSTER, "namespace": component.namespace},
             "syncPolicy": {
                 "automated": {"prune": True, "selfHeal": True},

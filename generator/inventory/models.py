@@ -127,12 +127,14 @@ class GitOps(Strict):
 class Controllers(Strict):
     """Identities (request.userInfo.username) of the controllers that policies must let through.
 
-    Defaults are the service accounts of the upstream installation manifests.
+    Unset: the service account the installed component's chart runs its controller as, in the component's
+    namespace (generator.naming.controller_identities). Set them when adopting an installation that runs under
+    other service accounts.
     """
 
-    kueue: str = "system:serviceaccount:kueue-system:kueue-controller-manager"
-    trainer: str = "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager"
-    jobset: str = "system:serviceaccount:kubeflow-system:jobset-controller-manager"
+    kueue: str | None = None
+    trainer: str | None = None
+    jobset: str | None = None
     job: str = "system:serviceaccount:kube-system:job-controller"
 
 

@@ -215,10 +215,13 @@ def _bare_gpu_pod(ns):
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
-def wait_policies_live(admin: Client, inventory, proc, timeout=90):
-    """Kyverno enforces the rendered policies: a dry-run bare GPU Pod is refused and a Pod created as the Job
-    controller gets the home volume."""
+def wait_policies_live(admin: Client, inventory, proc, kinds: set[str], timeout=90):
+    """Kyverno enforces the synced policies: with ValidatingPolicies, a dry-run bare GPU Pod is refused; with
+    MutatingPolicies, a Pod created as the Job controller gets the home volume. (Kyverno builds its webhooks
+    from the policies asynchronously; without this wait the first journeys would race it.)"""
     ns = next(iter(inventory.groups.values())).namespaces[0]
+    if "ValidatingPolicy" not in kinds:
+        return
 
     def refused():
         try:
@@ -227,6 +230,8 @@ def wait_policies_live(admin: Client, inventory, proc, timeout=90):
         except ApiError as e:
             return e.status in (400, 403) and "nvidia.com/gpu" in e.message
     wait_ready(proc, refused, timeout, "Kyverno enforcing the ValidatingPolicies (bare GPU Pod refused)")
+    if "MutatingPolicy" not in kinds:
+        return
     job_controller = admin.impersonating(JOB_CONTROLLER)
     pod = _bare_gpu_pod(ns)
     home = inventory.cluster.storage.home.claimName
@@ -296,7 +301,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, bootstrap:
                                   f"(waiting on {result.waiting_on})")
         onboard_research_namespaces(admin, inventory)
         if "kyverno" in started:
-            wait_policies_live(admin, inventory, started["kyverno"])
+            wait_policies_live(admin, inventory, started["kyverno"], {o["kind"] for o in tree_objects(tree)})
         if "kueue" in started:
             wait_kueue_webhook(admin, inventory, started["kueue"])
         researchers = researcher_identities(work, k8s.plane, inventory)

@@ -19,6 +19,8 @@ from journeys_support import flame_cluster, researcher  # noqa: E402,F401
 from kube import ApiError  # noqa: E402
 from test_policies import REGISTRY, registry  # noqa: E402,F401
 
+pytestmark = pytest.mark.tools
+
 GROUP = "vision-lab"
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
 
@@ -67,11 +69,18 @@ def test_live_gpu_visibility_and_ownership(flame_cluster):
     all_gpus = {"name": "main", "image": image, "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
     message = refused(r.client, job(ns, "live-all-gpus", all_gpus, labels={"kueue.x-k8s.io/queue-name": "default"}))
     assert "remove NVIDIA_VISIBLE_DEVICES/" in message and "container main" in message, message
-    owner = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "admitted",
-             "uid": "3b0c8a4e-1f0e-4c9a-8b7e-2d6f5a4c3b21", "controller": True}
+    # A real JobSet in the namespace (Kueue's webhook looks the owner up), then a Job claiming to be its child.
+    jobset = flame.admin.create({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "live-parent", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+        "spec": {"suspend": True, "replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "w", "image": "busybox:1.37"}]}}}}}]}})
+    owner = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "live-parent",
+             "uid": jobset["metadata"]["uid"], "controller": True}
     gpu = {"name": "main", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
     message = refused(r.client, job(ns, "live-forged-child", gpu, ownerReferences=[owner]))
-    assert "remove the controller ownerReference to JobSet admitted" in message, message
+    assert "remove the controller ownerReference to JobSet live-parent" in message, message
+    flame.admin.delete("jobset.x-k8s.io/v1alpha2", "JobSet", "live-parent", ns)
 
     # A notebook spawner's CPU-only pod is admitted with NVIDIA_VISIBLE_DEVICES=void in every container.
     from test_journeys import _spawner

@@ -146,3 +146,16 @@ def test_kueue_runs_the_configuration_rendered_from_the_inventory():
     stock = yaml.safe_load(yaml.safe_load((charts.chart_source_dir("kueue") / "values.yaml").read_text())
                            ["managerConfig"]["controllerManagerConfigYaml"])
     assert {"pod", "deployment", "statefulset"} <= set(stock["integrations"]["frameworks"])
+
+
+@pytest.mark.parametrize("component", ["kueue", "trainer", "jobset"])
+def test_controllers_run_as_the_identities_the_policies_let_through(component):
+    """The policies exempt controllers by request.userInfo (naming.controller_identities): the chart's Deployment
+    must run under exactly that service account, or Kyverno refuses the controller's own JobSets and Jobs."""
+    from generator.naming import controller_identities
+    inventory = load_inventory(REPO / "gpu_classes.yaml")
+    app = applications()[component]
+    (deployment,) = [o for o in rendered(component)[0] if o["kind"] == "Deployment"]
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    namespace = app["spec"]["destination"]["namespace"]
+    assert getattr(controller_identities(inventory), component) == f"system:serviceaccount:{namespace}:{account}"
