@@ -134,3 +134,23 @@ def test_kueue_only_manages_the_research_namespaces_of_the_inventory():
     (expression,) = config["managedJobsNamespaceSelector"]["matchExpressions"]
     assert expression == {"key": "kubernetes.io/metadata.name", "operator": "In",
                           "values": ["nlp-lab", "nlp-lab-teaching", "physics", "vision-lab"]}
+
+
+def test_kyverno_admission_controller_image_can_carry_the_index_fix():
+    def set_image(data):
+        data["cluster"]["components"]["kyverno"]["admissionControllerImage"] = "registry.example.org:5000/platform/kyverno:v1.19.1-index-fix"
+    (kyverno_app,) = [o for o in bootstrap_objects(inventory_with(set_image))["platform"]
+                      if o["metadata"].get("labels", {}).get(COMPONENT_LABEL) == "kyverno"]
+    image = kyverno_app["spec"]["source"]["helm"]["valuesObject"]["admissionController"]["container"]["image"]
+    assert image == {"registry": "registry.example.org:5000", "repository": "platform/kyverno", "tag": "v1.19.1-index-fix"}
+
+
+@pytest.mark.parametrize("image", ["kyverno/kyverno:v1.19.1",
+                                   "ghcr.io/urcf/kyverno@sha256:" + "a" * 64])
+def test_kyverno_admission_controller_image_needs_a_registry_and_a_tag(image):
+    from generator.inventory.load import InventoryInvalid
+
+    def set_image(data):
+        data["cluster"]["components"]["kyverno"]["admissionControllerImage"] = image
+    with pytest.raises(InventoryInvalid, match="registry-host/repository:tag"):
+        inventory_with(set_image)

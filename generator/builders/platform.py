@@ -129,7 +129,14 @@ def jobset_values(inventory: Inventory) -> dict[str, Any]:
 def kyverno_values(inventory: Inventory) -> dict[str, Any]:
     # The chart's images default to its appVersion, the pinned Kyverno; the platform's policies are the CEL kinds
     # (policies.kyverno.io/v1), whose CRDs the chart installs.
-    return {"crds": {"install": True}, "admissionController": {"replicas": 1}}
+    admission: dict[str, Any] = {"replicas": 1}
+    image = inventory.cluster.components.kyverno.admissionControllerImage
+    if image:
+        # registry-host/repository:tag (checked by the inventory model): the chart composes the image from these.
+        name, _, tag = image.rpartition(":")
+        registry, _, repository = name.partition("/")
+        admission["container"] = {"image": {"registry": registry, "repository": repository, "tag": tag}}
+    return {"crds": {"install": True}, "admissionController": admission}
 
 
 # Release names: they name the charts' objects, service accounts included. "kubeflow-trainer" (the chart's name)

@@ -151,6 +151,22 @@ class Component(Strict):
     namespace: DnsLabel
 
 
+def _chart_image(ref: str) -> str:
+    """registry/repository:tag, as Helm charts compose images: a registry host first, a tag, no digest."""
+    host = ref.split("/")[0]
+    if "@" in ref or "/" not in ref or not ("." in host or ":" in host or host == "localhost"):
+        raise ValueError(f"{ref!r}: write registry-host/repository:tag (the chart composes the image from these "
+                         "three parts; a digest cannot be expressed)")
+    return ref
+
+
+class KyvernoComponent(Component):
+    # The admission controller's image. Kyverno 1.19.1 refuses arm64-only image indexes (kyverno#16940): until a
+    # release with the fix is pinned, set an image built from the pinned Kyverno with
+    # tools/patches/kyverno-sdk-index-platform.patch (docs/policies.md, "Kyverno version and deployment").
+    admissionControllerImage: Annotated[ImageRef, AfterValidator(_chart_image)] | None = None
+
+
 class KueueComponent(Component):
     # waitForPodsReady.timeout: an admitted job whose pods are not all ready by then gives its quota back.
     podsReadyTimeout: Annotated[str, StringConstraints(pattern=r"^([0-9]+(\.[0-9]+)?(h|m|s))+$")] = "10m"
@@ -163,7 +179,7 @@ class Components(Strict):
     identities in `controllers` stay those of the upstream installation.
     """
 
-    kyverno: Component = Component(namespace="kyverno")
+    kyverno: KyvernoComponent = KyvernoComponent(namespace="kyverno")
     jobset: Component = Component(namespace="kubeflow-system")
     trainer: Component = Component(namespace="kubeflow-system")
     kueue: KueueComponent = KueueComponent(namespace="kueue-system")
