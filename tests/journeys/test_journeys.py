@@ -88,6 +88,7 @@ def test_2_one_gpu_trainjob_is_admitted_placed_mounted_and_completes(flame_clust
         (node,) = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
         mounts = {m["mountPath"]: m["name"] for m in node.get("volumeMounts", [])}
         for claim in (storage.home, storage.workspace):
+            assert claim.mountPath in mounts, f"no volume mounted at {claim.mountPath}: {mounts}"
             assert volumes[mounts[claim.mountPath]]["persistentVolumeClaim"]["claimName"] == claim.claimName
         assert volumes[mounts["/dev/shm"]]["emptyDir"].get("medium") == "Memory"
         env = {e["name"]: e.get("value") for e in node.get("env", [])}
@@ -176,6 +177,7 @@ def test_5_plain_job_gets_the_pvcs_and_counts_against_the_same_quota(flame_clust
         mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0].get("volumeMounts", [])}
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
         for claim in (storage.home, storage.workspace):
+            assert claim.mountPath in mounts, f"no volume mounted at {claim.mountPath}: {mounts}"
             assert volumes[mounts[claim.mountPath]]["persistentVolumeClaim"]["claimName"] == claim.claimName
         poll(lambda: conditions(r.client.get("batch/v1", "Job", "plain-gpu-job", ns)).get("Complete", {})
              .get("status") == "True", TIMEOUT, "plain Job Complete")

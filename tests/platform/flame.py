@@ -39,7 +39,6 @@ from kube import ApiError, Client, conditions, poll  # noqa: E402
 from processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
-JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
 
 
@@ -209,35 +208,22 @@ def researcher_identities(flame_work: pathlib.Path, plane, inventory) -> dict[st
 
 # ---------------------------------------------------------------- readiness of the live webhooks
 
-def _bare_gpu_pod(ns):
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "probe-", "namespace": ns},
-            "spec": {"containers": [{"name": "c", "image": "busybox:1.36",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
-
-
-def wait_policies_live(admin: Client, inventory, proc, kinds: set[str], timeout=90):
-    """Kyverno enforces the synced policies: with ValidatingPolicies, a dry-run bare GPU Pod is refused; with
-    MutatingPolicies, a Pod created as the Job controller gets the home volume. (Kyverno builds its webhooks
-    from the policies asynchronously; without this wait the first journeys would race it.)"""
-    ns = next(iter(inventory.groups.values())).namespaces[0]
-    if "ValidatingPolicy" not in kinds:
-        return
-
-    def refused():
-        try:
-            admin.create(_bare_gpu_pod(ns), dry_run=True)
-            return False
-        except ApiError as e:
-            return e.status in (400, 403) and "nvidia.com/gpu" in e.message
-    wait_ready(proc, refused, timeout, "Kyverno enforcing the ValidatingPolicies (bare GPU Pod refused)")
-    if "MutatingPolicy" not in kinds:
-        return
-    job_controller = admin.impersonating(JOB_CONTROLLER)
-    pod = _bare_gpu_pod(ns)
-    home = inventory.cluster.storage.home.claimName
-    wait_ready(proc, lambda: any(v.get("persistentVolumeClaim", {}).get("claimName") == home for v in
-                                 job_controller.create(pod, dry_run=True)["spec"].get("volumes", [])),
-               timeout, "Kyverno applying the MutatingPolicy (home PVC on a Job controller's Pod)")
+def wait_policies_live(admin: Client, policies: list[dict], proc, timeout=90):
+    """Kyverno has built the webhooks of every synced CEL policy (status.conditionStatus.ready, with the
+    WebhookConfigured condition) and its resource webhook configurations exist. Kyverno does this asynchronously
+    after the sync; without the wait the first journeys would race it."""
+    def ready(policy):
+        live = admin.get(policy["apiVersion"], policy["kind"], policy["metadata"]["name"]) or {}
+        return (live.get("status", {}).get("conditionStatus") or {}).get("ready") is True
+    for policy in policies:
+        wait_ready(proc, lambda: ready(policy), timeout, f"Kyverno: {policy['kind']} {policy['metadata']['name']} ready")
+    wanted = {f"kyverno-resource-{k}-webhook-cfg" for k, kind in (("validating", "ValidatingPolicy"),
+                                                                    ("mutating", "MutatingPolicy"))
+              if any(p["kind"] == kind for p in policies)}
+    for name in wanted:
+        kind = "ValidatingWebhookConfiguration" if "validating" in name else "MutatingWebhookConfiguration"
+        wait_ready(proc, lambda: admin.get("admissionregistration.k8s.io/v1", kind, name), timeout,
+                   f"Kyverno's {kind} {name}")
 
 
 def wait_kueue_webhook(admin: Client, inventory, proc, timeout=60):
@@ -301,7 +287,8 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, bootstrap:
                                   f"(waiting on {result.waiting_on})")
         onboard_research_namespaces(admin, inventory)
         if "kyverno" in started:
-            wait_policies_live(admin, inventory, started["kyverno"], {o["kind"] for o in tree_objects(tree)})
+            wait_policies_live(admin, [o for o in tree_objects(tree) if o["apiVersion"].startswith("policies.kyverno.io/")],
+                               started["kyverno"])
         if "kueue" in started:
             wait_kueue_webhook(admin, inventory, started["kueue"])
         researchers = researcher_identities(work, k8s.plane, inventory)
