@@ -93,8 +93,8 @@ def print_welcome(flame, work: pathlib.Path):
             f"kubectl create -f {example}   # the seed page's YAML example (namespace {ns})",
             "kubectl get workloads -w      # Kueue admits it on flavor gh200 of your group's ClusterQueue",
             "kubectl get pods -o wide -w   # placed on a GH200 node, runs (a few seconds under KWOK), completes",
-            f"python -c 'from kubeflow.trainer import TrainerClient; "
-            f"print([r.name for r in TrainerClient().list_runtimes()])'",
+            "python -c 'from kubeflow.trainer import TrainerClient; "
+            "print([r.name for r in TrainerClient().list_runtimes()])'",
         ]
     else:
         ns = next(iter(flame.inventory.groups.values())).namespaces[0]

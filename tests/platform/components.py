@@ -47,7 +47,6 @@ if str(HERE.parent) not in sys.path:
 from validation import validation_support as vs  # noqa: E402
 
 from cluster import free_port, serving_cert, service_account_kubeconfig  # noqa: E402
-from processes import Processes, wait_ready  # noqa: E402
 
 COMPONENT_LABEL = "gpugen/component"
 

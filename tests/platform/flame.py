@@ -35,7 +35,7 @@ from cluster import CLUSTER_TOOLS, ToolMissing, identity_kubeconfig, require_too
 from components import (COMPONENT_TOOLS, LocalComponent, chart_objects, component_applications, localize,  # noqa: E402
                         ready_check, write_identity)
 from argo_sync import ArgoSync  # noqa: E402
-from kube import ApiError, Client, conditions, poll  # noqa: E402
+from kube import Client, conditions, poll  # noqa: E402
 from processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"

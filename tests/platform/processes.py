@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import os
 import pathlib
 import signal
 import subprocess
