@@ -138,14 +138,14 @@ def test_kueue_only_manages_the_research_namespaces_of_the_inventory():
 
 def test_kyverno_admission_controller_image_can_carry_the_index_fix():
     def set_image(data):
-        data["cluster"]["components"]["kyverno"]["admissionControllerImage"] = "registry.example.org:5000/platform/kyverno:v1.19.1-index-fix"
+        data["cluster"]["components"]["kyverno"]["admissionControllerImage"] = "registry.example.org:5000/platform/kyverno:index-fix-2026"
     (kyverno_app,) = [o for o in bootstrap_objects(inventory_with(set_image))["platform"]
                       if o["metadata"].get("labels", {}).get(COMPONENT_LABEL) == "kyverno"]
     image = kyverno_app["spec"]["source"]["helm"]["valuesObject"]["admissionController"]["container"]["image"]
-    assert image == {"registry": "registry.example.org:5000", "repository": "platform/kyverno", "tag": "v1.19.1-index-fix"}
+    assert image == {"registry": "registry.example.org:5000", "repository": "platform/kyverno", "tag": "index-fix-2026"}
 
 
-@pytest.mark.parametrize("image", ["kyverno/kyverno:v1.19.1",
+@pytest.mark.parametrize("image", ["kyverno/kyverno:pinned-tag",
                                    "ghcr.io/urcf/kyverno@sha256:" + "a" * 64])
 def test_kyverno_admission_controller_image_needs_a_registry_and_a_tag(image):
     from generator.inventory.load import InventoryInvalid
