@@ -43,7 +43,7 @@ from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.builders.trainer import API_VERSION as TRAINER_API_VERSION
 from generator.inventory.models import Inventory
-from generator.naming import GPU_RESOURCE, controller_identities, runtime_name
+from generator.naming import GPU_RESOURCE, controller_identities, research_namespaces, runtime_name
 
 API_VERSION = "policies.kyverno.io/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -103,10 +103,6 @@ def fill(template: str, **params: Any) -> dict[str, Any]:
     if used != set(params):
         raise ValueError(f"template placeholders {sorted(used)} != parameters {sorted(params)}")
     return yaml.safe_load(Template(text).substitute({name: cel(value) for name, value in params.items()}))
-
-
-def research_namespaces(inventory: Inventory) -> list[str]:
-    return sorted({ns for group in inventory.groups.values() for ns in group.namespaces})
 
 
 def runtimes(inventory: Inventory) -> list[str]:
