@@ -367,6 +367,11 @@ def go_program(source: Path, module: str, requires: list[str], tmp_path_factory)
     _go(["mod", "init", module], work)
     for require in requires:
         _go(["mod", "edit", f"-require={require}"], work)
+    return _tidy_build_install(work, binary)
+
+
+def _tidy_build_install(work: Path, binary: Path) -> Path:
+    """go mod tidy, then build the module in `work` into `binary` (renamed into place once complete)."""
     _go(["mod", "tidy"], work)
     binary.parent.mkdir(parents=True, exist_ok=True)
     _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."], work)
@@ -603,11 +608,7 @@ def engine(tmp_path_factory) -> Path:
             old = replace["Old"]["Path"] + (f"@{replace['Old']['Version']}" if replace["Old"].get("Version") else "")
             _go(["mod", "edit", f"-replace={old}={replace['New']['Path']}@{replace['New']['Version']}"], work)
     _go(["mod", "edit", f"-require=github.com/kyverno/kyverno@{version}"], work)
-    _go(["mod", "tidy"], work)
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."], work)
-    os.replace(str(binary) + ".tmp", binary)
-    return binary
+    return _tidy_build_install(work, binary)
 
 
 @pytest.fixture(scope="session")

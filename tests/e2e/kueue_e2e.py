@@ -43,6 +43,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from validation import validation_support as vs  # noqa: E402
 import argo_sync  # noqa: E402  (tests/platform)
+import kube as platform_kube  # noqa: E402  (tests/platform/kube.py, for its poll)
 import charts  # noqa: E402  (tests/platform)
 from validation.control_plane import (  # noqa: E402
     ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, stop_process,
@@ -56,15 +57,7 @@ TIMEOUT = float(os.environ.get("GPUGEN_E2E_TIMEOUT", "90"))
 
 def poll(check, timeout=TIMEOUT, what="condition", interval=0.25):
     """Return check()'s first truthy value; fail with `what` (and the last value) after timeout."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-        time.sleep(interval)
+    return platform_kube.poll(check, timeout=timeout, what=what, interval=interval)
 
 
 @pytest.fixture(scope="session")

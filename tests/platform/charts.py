@@ -32,9 +32,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def tool(name: str) -> pathlib.Path:
-    version = {"helm": "HELM_VERSION"}[name]
+    """The cached binary tools/build.sh builds for `name` at its pin (<NAME>_VERSION)."""
     cache = pathlib.Path(os.environ.get("GPUGEN_CACHE", pathlib.Path.home() / ".cache" / "gpugen"))
-    return cache / "bin" / f"{name}-{pins()[version]}"
+    return cache / "bin" / f"{name}-{pins()[name.upper() + '_VERSION']}"
 
 
 @functools.cache
