@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO, require_tool
+from validation.validation_support import cache_dir, go, go_program, tidy_build_install
 from kubeflow_sdk import train_job_from_sdk
 
 from generator import emit
@@ -64,10 +65,6 @@ API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1",
 REGISTRY = "REGISTRY"
 UNREACHABLE_REGISTRY = "127.0.0.1:9"  # the discard port: nothing listens there
 REGISTRY_USER, REGISTRY_PASSWORD = "researcher", "registry-password"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GPUGEN_CACHE") or Path.home() / ".cache" / "gpugen")
 
 
 def kyverno_path() -> Path:
@@ -348,37 +345,6 @@ def crds(trainer_crds) -> list[Path]:
 REGISTRY_SOURCE = HERE / "registry" / "main.go"
 
 
-def go_program(source: Path, module: str, requires: list[str], tmp_path_factory) -> Path:
-    """A one-file Go program built against pinned modules, cached by source hash under $GPUGEN_CACHE/bin."""
-    import hashlib
-    import shutil
-
-    digest = hashlib.sha256(source.read_bytes() + " ".join(requires).encode()).hexdigest()[:12]
-    binary = cache_dir() / "bin" / f"{source.parent.name}-{digest}"
-    if binary.is_file():
-        return binary
-    if shutil.which("go") is None:
-        message = f"building {source} needs the Go toolchain"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run this check: {message}")
-        pytest.skip(message)
-    work = tmp_path_factory.mktemp(source.parent.name)
-    shutil.copy(source, work / "main.go")
-    _go(["mod", "init", module], work)
-    for require in requires:
-        _go(["mod", "edit", f"-require={require}"], work)
-    return _tidy_build_install(work, binary)
-
-
-def _tidy_build_install(work: Path, binary: Path) -> Path:
-    """go mod tidy, then build the module in `work` into `binary` (renamed into place once complete)."""
-    _go(["mod", "tidy"], work)
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."], work)
-    os.replace(str(binary) + ".tmp", binary)
-    return binary
-
-
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/policies/registry):
@@ -574,13 +540,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _go(args: list[str], cwd: Path) -> str:
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0"}
-    done = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, f"go {' '.join(args)}: {done.stdout}{done.stderr}"
-    return done.stdout
-
-
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory) -> Path:
     """tests/policies/engine built against the pinned Kyverno (cached by version and source hash)."""
@@ -599,16 +558,16 @@ def engine(tmp_path_factory) -> Path:
         pytest.skip(message + "; run `make tools`")
     work = tmp_path_factory.mktemp("engine")
     shutil.copy(ENGINE_SOURCE, work / "main.go")
-    _go(["mod", "init", "gpugen.local/policy-engine"], work)
+    go(["mod", "init", "gpugen.local/policy-engine"], work)
     # Kyverno's go.mod replaces k8s.io/pod-security-admission with its fork; `require` alone would not build.
-    module = json.loads(_go(["mod", "download", "-json", f"github.com/kyverno/kyverno@{version}"], work))
-    upstream = json.loads(_go(["mod", "edit", "-json", module["GoMod"]], work))
+    module = json.loads(go(["mod", "download", "-json", f"github.com/kyverno/kyverno@{version}"], work))
+    upstream = json.loads(go(["mod", "edit", "-json", module["GoMod"]], work))
     for replace in upstream.get("Replace") or []:
         if replace["New"].get("Version"):
             old = replace["Old"]["Path"] + (f"@{replace['Old']['Version']}" if replace["Old"].get("Version") else "")
-            _go(["mod", "edit", f"-replace={old}={replace['New']['Path']}@{replace['New']['Version']}"], work)
-    _go(["mod", "edit", f"-require=github.com/kyverno/kyverno@{version}"], work)
-    return _tidy_build_install(work, binary)
+            go(["mod", "edit", f"-replace={old}={replace['New']['Path']}@{replace['New']['Version']}"], work)
+    go(["mod", "edit", f"-require=github.com/kyverno/kyverno@{version}"], work)
+    return tidy_build_install(work, binary)
 
 
 @pytest.fixture(scope="session")
@@ -795,8 +754,8 @@ CELPARSE_SOURCE = HERE / "celparse" / "main.go"
 
 def cel_go_version() -> str:
     """The cel-go version the pinned Kyverno requires (its go.mod), so the grammar is the one Kyverno parses."""
-    module = json.loads(_go(["mod", "download", "-json", f"github.com/kyverno/kyverno@{pin('KYVERNO')}"], REPO))
-    upstream = json.loads(_go(["mod", "edit", "-json", module["GoMod"]], REPO))
+    module = json.loads(go(["mod", "download", "-json", f"github.com/kyverno/kyverno@{pin('KYVERNO')}"], REPO))
+    upstream = json.loads(go(["mod", "edit", "-json", module["GoMod"]], REPO))
     (version,) = [r["Version"] for r in upstream["Require"] if r["Path"] == "github.com/google/cel-go"]
     return version
 

@@ -9,11 +9,8 @@ What gpugen accepts is also checked against the pattern the pinned Kueue CRDs pu
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import shutil
 import subprocess
 from decimal import Decimal
 from pathlib import Path
@@ -21,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import INVENTORY, REPO
-from validation.validation_support import cache_dir, unavailable
+from validation.validation_support import go_program, unavailable
 
 from generator.inventory import InventoryInvalid, load_inventory_text
 from generator.inventory.quantity import MAX_QUANTITY, parse_quantity
@@ -60,13 +57,6 @@ CASES = [
 ]
 
 
-def _go(args: list[str], cwd: Path) -> str:
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0"}
-    done = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"could not build tests/quantity: go {' '.join(args)}:\n{done.stdout}{done.stderr}"
-    return done.stdout
-
-
 @pytest.fixture(scope="session")
 def apimachinery_version() -> str:
     return "v0." + pin("KUBERNETES").removeprefix("v1.")  # the staging module's release for v1.Y.Z
@@ -76,19 +66,8 @@ def apimachinery_version() -> str:
 def parse_quantity_upstream(tmp_path_factory, apimachinery_version):
     """tests/quantity built against the pinned apimachinery (cached by version and source hash). A missing Go
     toolchain skips locally and fails in CI; a failed build always fails."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    binary = cache_dir() / "bin" / f"quantity-{apimachinery_version}-{digest}"
-    if not binary.is_file():
-        if shutil.which("go") is None:
-            unavailable("the Go toolchain is needed to build tests/quantity against k8s.io/apimachinery")
-        work = tmp_path_factory.mktemp("quantity")
-        shutil.copy(SOURCE, work / "main.go")
-        _go(["mod", "init", "gpugen.local/quantity"], work)
-        _go(["mod", "edit", f"-require=k8s.io/apimachinery@{apimachinery_version}"], work)
-        _go(["mod", "tidy"], work)
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", f"{binary}.tmp", "."], work)
-        os.replace(f"{binary}.tmp", binary)
+    binary = go_program(SOURCE, "gpugen.local/quantity", [f"k8s.io/apimachinery@{apimachinery_version}"],
+                        tmp_path_factory)
 
     def parse(inputs: list[str]) -> list[dict]:
         done = subprocess.run([str(binary)], input=json.dumps(inputs), capture_output=True, text=True, timeout=120)

@@ -21,6 +21,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import yaml
@@ -28,13 +29,17 @@ import yaml
 from generator.builders.platform import CHARTS, COMPONENT_LABEL
 from generator.versions import pins
 
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+from validation import validation_support as vs  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def tool(name: str) -> pathlib.Path:
     """The cached binary tools/build.sh builds for `name` at its pin (<NAME>_VERSION)."""
-    cache = pathlib.Path(os.environ.get("GPUGEN_CACHE", pathlib.Path.home() / ".cache" / "gpugen"))
-    return cache / "bin" / f"{name}-{pins()[name.upper() + '_VERSION']}"
+    return vs.tool_bin(name, f"{name.upper()}_VERSION")
 
 
 @functools.cache

@@ -3,13 +3,18 @@ versions, cache paths, the manifest tree on disk, and a minimal Kubernetes HTTP 
 
 This directory is a package, so these names never clash with tests/conftest.py.
 """
+import hashlib
 import json
 import os
 import pathlib
+import shutil
+import subprocess
 
 import pytest
 import requests
 import yaml
+
+from generator.versions import pins
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
@@ -22,16 +27,12 @@ SCRATCH_NS = "gpugen-validation"
 # ---------------------------------------------------------------- locations & pins
 
 def versions():
-    out = {}
-    for line in (REPO / "generator" / "versions.env").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            k, v = line.split("=", 1)
-            out[k] = v
-    return out
+    """Every pin of generator/versions.env (the one place versions are pinned), read by the generator's parser."""
+    return pins()
 
 
 def cache_dir():
+    """Where tools/build.sh puts what it builds ($GPUGEN_CACHE, else ~/.cache/gpugen); test helpers cache there too."""
     return pathlib.Path(os.environ.get("GPUGEN_CACHE") or pathlib.Path.home() / ".cache" / "gpugen")
 
 
@@ -53,6 +54,43 @@ def unavailable(reason):
         pytest.fail(f"{reason} (CI is set, so this is a failure: run `make tools` / render first)",
                     pytrace=False)
     pytest.skip(reason)
+
+
+# ---------------------------------------------------------------- small Go programs of the tests
+
+def go(args, cwd):
+    """`go ARGS` in `cwd` with the local toolchain (never a silent toolchain download); its stdout."""
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0"}
+    done = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"go {' '.join(args)} in {cwd}:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def tidy_build_install(work, binary):
+    """go mod tidy, then build the module in `work` into `binary` (renamed into place once complete)."""
+    go(["mod", "tidy"], work)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    go(["build", "-trimpath", "-ldflags", "-s -w", "-o", f"{binary}.tmp", "."], work)
+    os.replace(f"{binary}.tmp", binary)
+    return binary
+
+
+def go_program(source, module, requires, tmp_path_factory):
+    """The one-file Go program `source` built against the pinned `requires` (MODULE@VERSION), cached under
+    $GPUGEN_CACHE/bin by source and requirements. A missing Go toolchain skips locally and fails in CI; a failed
+    build always fails."""
+    digest = hashlib.sha256(source.read_bytes() + " ".join(requires).encode()).hexdigest()[:12]
+    binary = cache_dir() / "bin" / f"{source.parent.name}-{digest}"
+    if binary.is_file():
+        return binary
+    if shutil.which("go") is None:
+        unavailable(f"building {source} needs the Go toolchain")
+    work = tmp_path_factory.mktemp(source.parent.name)
+    shutil.copy(source, work / "main.go")
+    go(["mod", "init", module], work)
+    for require in requires:
+        go(["mod", "edit", f"-require={require}"], work)
+    return tidy_build_install(work, binary)
 
 
 # ---------------------------------------------------------------- manifests on disk
