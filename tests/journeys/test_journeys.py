@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from journeys_support import (GPU, TIMEOUT, Timer, flame_cluster, no_jobs_left, pods_of_jobset, poll,  # noqa: F401
                               researcher, submit, trainer_client, wait_pods, wait_trainjob_complete,
@@ -62,6 +63,15 @@ def test_1_researcher_lists_exactly_the_class_runtimes(flame_cluster):
         assert out.stdout.split() == [f"clustertrainingruntime.trainer.kubeflow.org/{RUNTIME}"]
         names = [rt.name for rt in trainer_client(r).list_runtimes()]
         assert names == [RUNTIME]
+        # "Inspecting runtimes": the full definition, as the researcher, carries the class's nodeSelector.
+        out = subprocess.run(["kubectl", "--kubeconfig", str(r.kubeconfig), "get", "clustertrainingruntime",
+                              RUNTIME, "-o", "yaml"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        runtime = yaml.safe_load(out.stdout)
+        selectors = [job["template"]["spec"]["template"]["spec"].get("nodeSelector")
+                     for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]]
+        assert selectors and all(sel == flame_cluster.inventory.classes[CLASS].nodeSelector for sel in selectors), \
+            selectors
 
 
 # ---------------------------------------------------------------- 2. one GPU
