@@ -58,3 +58,9 @@ def gpugen_application(flame, flame_bootstrap):
 
 def of_kind(objects, kind):
     return [obj for obj in objects if obj["kind"] == kind]
+
+
+def snapshot(directory):
+    """Every file under `directory` with its bytes and mtime: equal snapshots mean nothing was written."""
+    return {p.relative_to(directory).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}

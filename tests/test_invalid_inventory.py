@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from click.testing import CliRunner
-from conftest import INVENTORY
+from conftest import INVENTORY, snapshot
 
 from generator.cli import main
 
@@ -152,11 +152,6 @@ def expected_line(text: str, case: Case) -> int:
     for _ in range(case.occurrence):
         position = text.index(case.at, position + 1)
     return text[:position].count("\n") + 1
-
-
-def snapshot(directory):
-    return {p.relative_to(directory).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture()

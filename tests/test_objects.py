@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import REPO, of_kind
 from kubeflow.trainer.constants import constants as sdk
+from validation import validation_support as vs
 from validation.validation_support import unavailable
 
 from generator.inventory.quantity import parse_quantity
@@ -27,11 +28,10 @@ SYNC_WAVE = "argocd.argoproj.io/sync-wave"  # Argo CD's annotation (argo-cd docs
 
 
 def module_dir(module: str, version: str) -> Path:
-    done = subprocess.run(["bash", str(REPO / "tools" / "module-dir.sh"), module, version], capture_output=True,
-                          text=True, timeout=600)
-    if done.returncode != 0:
-        unavailable(f"{module}@{version} is not in the Go module cache (tools/module-dir.sh): {done.stderr[-300:]}")
-    return Path(done.stdout.strip())
+    try:
+        return vs.module_dir(module, version)
+    except vs.ModuleUnavailable as missing:
+        unavailable(f"{module}@{version} is not in the Go module cache: {missing}")
 
 
 @cache

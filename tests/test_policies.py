@@ -34,7 +34,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO, require_tool
-from validation.validation_support import cache_dir, go, go_program, tidy_build_install
+from validation.validation_support import ModuleUnavailable, cache_dir, go, go_program, tidy_build_install
+from validation.validation_support import module_dir as vs_module_dir
 from kubeflow_sdk import train_job_from_sdk
 
 from generator import emit
@@ -311,10 +312,10 @@ class Run:
 
 
 def module_dir(module: str, version: str) -> Path | None:
-    done = subprocess.run(["bash", str(REPO / "tools" / "module-dir.sh"), module, version],
-                          capture_output=True, text=True)
-    path = Path(done.stdout.strip()) if done.returncode == 0 else None
-    return path if path and path.is_dir() else None
+    try:
+        return vs_module_dir(module, version)
+    except ModuleUnavailable:
+        return None
 
 
 @pytest.fixture(scope="session")

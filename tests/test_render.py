@@ -8,14 +8,9 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import INVENTORY, REPO
+from conftest import INVENTORY, REPO, snapshot
 
 from generator.cli import main
-
-
-def snapshot(directory):
-    return {p.relative_to(directory).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture()

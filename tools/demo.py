@@ -65,10 +65,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("\nstopping ...", flush=True)
         return 0
-    except flame_mod.ToolMissing as e:
-        print(f"ERROR: {e}", file=sys.stderr)
-        return 1
-    except flame_mod.ComponentFailed as e:
+    except (flame_mod.ToolMissing, flame_mod.ComponentFailed) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
     finally:

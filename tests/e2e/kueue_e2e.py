@@ -141,12 +141,8 @@ def condition(obj, type_):
 
 # ---------------------------------------------------------------- the Kueue controller process
 
-@functools.cache
 def kueue_module_dir() -> pathlib.Path:
-    out = subprocess.run([str(vs.TOOLS / "module-dir.sh"), "sigs.k8s.io/kueue", vs.versions()["KUEUE_VERSION"]],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, f"tools/module-dir.sh sigs.k8s.io/kueue failed:\n{out.stderr}"
-    return pathlib.Path(out.stdout.strip())
+    return vs.module_dir("sigs.k8s.io/kueue", vs.versions()["KUEUE_VERSION"])
 
 
 def kueue_embedded_trainer_version() -> str:
@@ -417,12 +413,8 @@ def render(inventory: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
     return tree
 
 
-def tree_objects(tree: pathlib.Path) -> list[dict]:
-    """What Argo CD syncs: the files listed in the tree's kustomization.yaml, in sync-wave order."""
-    kustomization = yaml.safe_load((tree / "kustomization.yaml").read_text())
-    objs = [vs.load_one(tree / f) for f in kustomization["resources"]]
-    return sorted(objs, key=lambda o: int(o["metadata"].get("annotations", {})
-                                          .get("argocd.argoproj.io/sync-wave", "0")))
+# What Argo CD syncs from a tree (argo_sync orders it: waves, kinds).
+tree_objects = vs.tree_objects
 
 
 def key(obj):

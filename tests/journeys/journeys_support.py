@@ -27,6 +27,8 @@ import flame as flame_mod  # noqa: E402
 from kube import Client, conditions, poll  # noqa: E402
 from processes import leftover_processes  # noqa: E402
 
+from generator.naming import research_namespaces  # noqa: E402
+
 GPU = "nvidia.com/gpu"
 TIMEOUT = float(os.environ.get("GPUGEN_JOURNEY_TIMEOUT", "90"))
 TIMINGS: dict[str, float] = {}
@@ -63,7 +65,7 @@ def no_jobs_left(request):
     if "flame_cluster" not in request.fixturenames:
         return
     flame = request.getfixturevalue("flame_cluster")
-    namespaces = [ns for g in flame.inventory.groups.values() for ns in g.namespaces]
+    namespaces = research_namespaces(flame.inventory)
     for ns in namespaces:
         for api, kind in (("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("batch/v1", "Job")):
             for obj in flame.admin.list(api, kind, ns):

@@ -15,7 +15,6 @@ dependency is never rendered, and `disabled_dependencies` is asserted by the tes
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import pathlib
@@ -42,12 +41,7 @@ def tool(name: str) -> pathlib.Path:
     return vs.tool_bin(name, f"{name.upper()}_VERSION")
 
 
-@functools.cache
-def module_dir(module: str, version: str) -> pathlib.Path:
-    """The unpacked, checksum-verified module from the Go module cache (tools/module-dir.sh)."""
-    out = subprocess.run(["bash", str(REPO / "tools" / "module-dir.sh"), module, version], check=True,
-                         capture_output=True, text=True).stdout.strip()
-    return pathlib.Path(out)
+module_dir = vs.module_dir
 
 
 def _required_version(module: str, dependency: str) -> str:

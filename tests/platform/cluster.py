@@ -16,10 +16,8 @@ it holds its GPUs.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import pathlib
-import subprocess
 import sys
 
 import requests
@@ -60,13 +58,8 @@ def require_tools(tools):
         raise ToolMissing(f"missing: {', '.join(missing)}; build with `bash tools/build.sh {names}`")
 
 
-@functools.cache
 def module_dir(module: str, version_key: str) -> pathlib.Path:
-    out = subprocess.run([str(vs.TOOLS / "module-dir.sh"), module, vs.versions()[version_key]],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"tools/module-dir.sh {module} failed:\n{out.stderr}")
-    return pathlib.Path(out.stdout.strip())
+    return vs.module_dir(module, vs.versions()[version_key])
 
 
 def identity_kubeconfig(plane: ControlPlane, out: pathlib.Path, name: str, user: str, groups=(),

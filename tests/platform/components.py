@@ -36,16 +36,14 @@ import shutil
 import sys
 
 import requests
-import urllib3
 import yaml
 
-# Health probes of local processes that serve self-signed certificates (like a kubelet's probes).
-urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 from validation import validation_support as vs  # noqa: E402
 
+# (importing cluster also silences urllib3's warning for the self-signed health probes)
 from cluster import free_port, serving_cert, service_account_kubeconfig  # noqa: E402
 
 COMPONENT_LABEL = "gpugen/component"

@@ -20,7 +20,6 @@ import pathlib
 import sys
 import time
 
-import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -38,7 +37,6 @@ from argo_sync import ArgoSync  # noqa: E402
 from kube import Client, conditions, poll  # noqa: E402
 from processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
-SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
 
 
@@ -116,10 +114,7 @@ def ensure_namespace(admin: Client, name: str):
 
 # ---------------------------------------------------------------- syncing the rendered tree
 
-def tree_objects(tree: pathlib.Path) -> list[dict]:
-    """The files Argo CD reads from the synced tree (the kustomization lists exactly those)."""
-    kustomization = yaml.safe_load((tree / "kustomization.yaml").read_text())
-    return [vs.load_one(tree / f) for f in kustomization["resources"]]
+tree_objects = vs.tree_objects  # the files Argo CD reads from the synced tree
 
 
 class _ArgoApi:
@@ -158,8 +153,7 @@ def gpugen_argo_sync(admin: Client, bootstrap: pathlib.Path, inventory) -> ArgoS
 
 def sync_tree(argo: ArgoSync, tree: pathlib.Path, timeout=120):
     """Sync `tree` as the gpugen Application: Argo CD's waves, health waits and pruning (argo_sync.py)."""
-    result = argo.sync(tree_objects(tree), timeout=timeout)
-    return result
+    return argo.sync(tree_objects(tree), timeout=timeout)
 
 
 # ---------------------------------------------------------------- onboarding research groups
@@ -217,13 +211,12 @@ def wait_policies_live(admin: Client, policies: list[dict], proc, timeout=90):
         return (live.get("status", {}).get("conditionStatus") or {}).get("ready") is True
     for policy in policies:
         wait_ready(proc, lambda: ready(policy), timeout, f"Kyverno: {policy['kind']} {policy['metadata']['name']} ready")
-    wanted = {f"kyverno-resource-{k}-webhook-cfg" for k, kind in (("validating", "ValidatingPolicy"),
-                                                                    ("mutating", "MutatingPolicy"))
-              if any(p["kind"] == kind for p in policies)}
-    for name in wanted:
-        kind = "ValidatingWebhookConfiguration" if "validating" in name else "MutatingWebhookConfiguration"
-        wait_ready(proc, lambda: admin.get("admissionregistration.k8s.io/v1", kind, name), timeout,
-                   f"Kyverno's {kind} {name}")
+    for policy_kind, webhook_kind in (("ValidatingPolicy", "ValidatingWebhookConfiguration"),
+                                      ("MutatingPolicy", "MutatingWebhookConfiguration")):
+        if any(p["kind"] == policy_kind for p in policies):
+            name = f"kyverno-resource-{webhook_kind.removesuffix('WebhookConfiguration').lower()}-webhook-cfg"
+            wait_ready(proc, lambda: admin.get("admissionregistration.k8s.io/v1", webhook_kind, name), timeout,
+                       f"Kyverno's {webhook_kind} {name}")
 
 
 def wait_kueue_webhook(admin: Client, inventory, proc, timeout=60):

@@ -24,6 +24,7 @@ import pathlib
 import shutil
 import subprocess
 
+import argo_sync  # tests/platform (on sys.path through tests/conftest.py): Argo CD's sync, modelled
 import pytest
 
 from generator.inventory import load_inventory
@@ -372,17 +373,6 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
 
 # ---------------------------------------------------------------- a group leaves: Argo CD keeps its Namespace
 
-def argo_sync_model():
-    """tests/platform/argo_sync.py: the project's model of Argo CD's (gitops-engine's) sync order and pruning."""
-    import importlib
-    import sys
-
-    folder = str(REPO / "tests" / "platform")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # as tests/e2e/kueue_e2e.py imports it
-    return importlib.import_module("argo_sync")
-
-
 class SyncApi:
     """The calls argo_sync.ArgoSync makes, as the admin (Argo CD's controller is cluster-admin)."""
 
@@ -396,8 +386,7 @@ class SyncApi:
     def list(self, api_version, kind, namespace=None):
         r = self.kube.http.get(self.kube.resource_url(api_version, kind, namespace), timeout=30)
         assert r.ok, message(r)
-        # The API server leaves apiVersion and kind out of a built-in kind's list items.
-        return [{"apiVersion": api_version, "kind": kind, **item} for item in r.json()["items"]]
+        return r.json()["items"]  # without apiVersion and kind, as the API server lists them: ArgoSync adds them
 
     def apply(self, obj):
         return self.kube.apply(obj, dry_run=False)
@@ -426,7 +415,7 @@ def test_a_group_leaving_keeps_its_namespace_and_loses_its_binding(cluster, appl
     assert any(o["kind"] == "Namespace" and o["metadata"]["name"] == "leaving-lab" for o in with_group)
 
     api = SyncApi(cluster)
-    argo = argo_sync_model().ArgoSync(api, "research-access", prune_last=True, propagation="Background")
+    argo = argo_sync.ArgoSync(api, "research-access", prune_last=True, propagation="Background")
     first = argo.sync(with_group, timeout=60)
     assert first.phase == "Succeeded", first.message
     assert api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "researcher", "leaving-lab") is not None

@@ -3,6 +3,7 @@ versions, cache paths, the manifest tree on disk, and a minimal Kubernetes HTTP 
 
 This directory is a package, so these names never clash with tests/conftest.py.
 """
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +35,22 @@ def versions():
 def cache_dir():
     """Where tools/build.sh puts what it builds ($GPUGEN_CACHE, else ~/.cache/gpugen); test helpers cache there too."""
     return pathlib.Path(os.environ.get("GPUGEN_CACHE") or pathlib.Path.home() / ".cache" / "gpugen")
+
+
+class ModuleUnavailable(RuntimeError):
+    """tools/module-dir.sh could not provide MODULE@VERSION (not downloadable, or not a directory)."""
+
+
+@functools.cache
+def module_dir(module, version):
+    """The unpacked, checksum-verified MODULE@VERSION from the Go module cache (tools/module-dir.sh), where
+    upstream files (CRDs, charts, constants, go.mod) are read."""
+    done = subprocess.run(["bash", str(TOOLS / "module-dir.sh"), module, version], capture_output=True, text=True,
+                          timeout=600)
+    path = pathlib.Path(done.stdout.strip()) if done.returncode == 0 else None
+    if path is None or not path.is_dir():
+        raise ModuleUnavailable(f"tools/module-dir.sh {module} {version} failed:\n{done.stderr[-1000:]}")
+    return path
 
 
 def tool_bin(tool, version_key):
@@ -102,6 +119,12 @@ def manifest_files():
         if root.is_dir():
             files += sorted(p for p in root.rglob("*.yaml") if p.name != "kustomization.yaml")
     return files
+
+
+def tree_objects(tree):
+    """The objects Argo CD syncs from a rendered tree: the files its kustomization.yaml lists (exactly those)."""
+    kustomization = yaml.safe_load((pathlib.Path(tree) / "kustomization.yaml").read_text())
+    return [load_one(pathlib.Path(tree) / f) for f in kustomization["resources"]]
 
 
 def load_one(path):
