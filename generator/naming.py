@@ -34,7 +34,8 @@ def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
 
 
 # Namespaces of the cluster itself: never a research namespace.
-SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+KUBE_SYSTEM = "kube-system"
+SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", KUBE_SYSTEM)
 
 
 def research_namespaces(inventory: Inventory) -> list[str]:

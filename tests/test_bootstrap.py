@@ -40,12 +40,47 @@ def test_root_application_syncs_the_platform_folder_within_its_own_project(flame
     assert app["spec"]["project"] == project["metadata"]["name"]
     assert app["spec"]["source"]["path"] == f"{flame.cluster.gitops.bootstrapPath}/platform"
     assert app["spec"]["source"]["repoURL"] == flame.cluster.gitops.repoURL
-    # The app-of-apps may only manage Argo CD's own objects in Argo CD's namespace.
-    assert project["spec"]["destinations"] == [{"server": "https://kubernetes.default.svc",
-                                                "namespace": flame.cluster.gitops.applicationNamespace}]
+    # The app-of-apps may only manage Argo CD's own objects in Argo CD's namespace, and the RoleBinding Kueue's
+    # visibility API needs in kube-system; its own destination is Argo CD's namespace.
+    assert project["spec"]["destinations"] == [
+        {"server": "https://kubernetes.default.svc", "namespace": flame.cluster.gitops.applicationNamespace},
+        {"server": "https://kubernetes.default.svc", "namespace": "kube-system"}]
+    assert app["spec"]["destination"] == project["spec"]["destinations"][0]
     assert project["spec"]["clusterResourceWhitelist"] == []
     assert {(k["group"], k["kind"]) for k in project["spec"]["namespaceResourceWhitelist"]} == {
-        ("argoproj.io", "Application"), ("argoproj.io", "AppProject"), ("", "Secret")}
+        ("argoproj.io", "Application"), ("argoproj.io", "AppProject"), ("", "Secret"),
+        ("rbac.authorization.k8s.io", "RoleBinding")}
+    (binding,) = [o for o in flame_bootstrap["platform"] if o["kind"] == "RoleBinding"]
+    assert (binding["metadata"]["namespace"], binding["metadata"]["name"]) == \
+        ("kube-system", "kueue-visibility-server-auth-reader")
+    assert wave(binding) < min(wave(a) for a in applications(flame_bootstrap["platform"]).values())
+
+
+def test_without_kueue_installed_the_app_of_apps_stays_in_argo_cds_namespace():
+    inventory = inventory_with(lambda d: d["cluster"].setdefault("components", {}).update(
+        {"kueue": {"install": False, "existing": True, "namespace": "kueue-system"}}))
+    objects = bootstrap_objects(inventory)
+    (project,) = [o for o in objects["root"] if o["kind"] == "AppProject"]
+    assert [d["namespace"] for d in project["spec"]["destinations"]] == [inventory.cluster.gitops.applicationNamespace]
+    assert not [o for o in objects["platform"] if o["kind"] == "RoleBinding"]
+
+
+def test_a_chart_mirror_serves_every_component_chart():
+    inventory = inventory_with(lambda d: d["cluster"].update(
+        {"chartMirror": {"url": "registry.example.org:5000/charts", "plainHTTP": True}}))
+    platform = bootstrap_objects(inventory)["platform"]
+    components = {o["metadata"]["labels"][COMPONENT_LABEL]: o for o in applications(platform).values()
+                  if COMPONENT_LABEL in o["metadata"]["labels"]}
+    secrets = {o["stringData"]["name"]: o["stringData"] for o in platform if o["kind"] == "Secret"}
+    assert set(secrets) == set(components) == {"kyverno", "jobset", "trainer", "kueue"}
+    for name, app in components.items():
+        assert app["spec"]["source"]["repoURL"] == "registry.example.org:5000/charts"
+        assert app["spec"]["source"]["chart"] == CHARTS[name].name
+        assert secrets[name] == {"name": name, "type": "helm", "url": "registry.example.org:5000/charts",
+                                 "enableOCI": "true", "insecureOCIForceHttp": "true"}
+    # The gpugen tree does not depend on where the charts come from.
+    from generator.builders import synced_objects
+    assert synced_objects(inventory) == synced_objects(inventory_with(lambda d: None))
 
 
 def test_components_install_in_order_and_gpugen_syncs_last(flame, flame_bootstrap):
@@ -77,6 +112,7 @@ def test_every_application_has_its_own_project_limited_to_its_namespace(flame, f
         else:
             research = sorted(ns for g in flame.groups.values() for ns in g.namespaces)
             assert [d["namespace"] for d in project["destinations"]] == research
+            assert app["spec"]["destination"]["namespace"] == research[0]
     assert len(projects) == len(applications(platform))
 
 

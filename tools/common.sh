@@ -31,6 +31,7 @@ tool_version() {
     helm) echo "$HELM_VERSION" ;;
     kwok) echo "$KWOK_VERSION" ;;
     crane) echo "$GGCR_VERSION" ;;
+    argocd) echo "$ARGOCD_VERSION" ;;
     *) echo "ERROR: unknown tool $1" >&2; return 1 ;;
   esac
 }

@@ -49,7 +49,9 @@ def with_sync_wave(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 IN_CLUSTER = "https://kubernetes.default.svc"
-RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}}
+# refresh: each retry syncs the newest commit, so a fix pushed while a refused change is being retried is what
+# the next retry applies (without it the retries keep the refused revision until they run out).
+RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}, "refresh": True}
 # Options of the Application that syncs rendered/:
 # - ServerSideApply: merges with the fields Kueue and Trainer controllers own;
 # - SkipDryRunOnMissingResource: the runtime, queue and policy CRDs come from the component Applications;
@@ -62,9 +64,10 @@ RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": 
 SYNCED_TREE_OPTIONS = ["PruneLast=true", "ServerSideApply=true", "SkipDryRunOnMissingResource=true"]
 
 
-def directory_application(inventory: Inventory, name: str, project: str, path: str, exclude: str | None,
-                          synced_tree: bool = False) -> dict[str, Any]:
-    """An Application syncing a directory of this repository (recursively), pruning and self-healing."""
+def directory_application(inventory: Inventory, name: str, project: str, path: str, namespace: str,
+                          exclude: str | None, synced_tree: bool = False) -> dict[str, Any]:
+    """An Application syncing a directory of this repository (recursively), pruning and self-healing.
+    `namespace`: its destination namespace, which its project must permit even when every object names its own."""
     gitops = inventory.cluster.gitops
     directory: dict[str, Any] = {"recurse": True}
     if exclude:
@@ -77,7 +80,7 @@ def directory_application(inventory: Inventory, name: str, project: str, path: s
             "project": project,
             "source": {"repoURL": gitops.repoURL, "targetRevision": gitops.targetRevision, "path": path,
                        "directory": directory},
-            "destination": {"server": IN_CLUSTER},
+            "destination": {"server": IN_CLUSTER, "namespace": namespace},
             "syncPolicy": {
                 "automated": {"prune": True, "selfHeal": True},
                 "syncOptions": SYNCED_TREE_OPTIONS if synced_tree else ["ServerSideApply=true"],

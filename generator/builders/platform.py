@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator import emit, versions
-from generator.builders import argocd, kueue
+from generator.builders import argocd, kueue, rbac
 from generator.builders.common import metadata
 from generator.layout import KUSTOMIZATION_FILE
-from generator.naming import research_namespaces
+from generator.naming import KUBE_SYSTEM, research_namespaces
 from generator.inventory.models import Component, Inventory
 
 COMPONENT_LABEL = "gpugen/component"
@@ -101,6 +101,9 @@ def kueue_values(inventory: Inventory) -> dict[str, Any]:
         "controllerManager": {"manager": {"image": {
             "repository": "registry.k8s.io/kueue/kueue", "tag": app_version("kueue"), "pullPolicy": "IfNotPresent"}}},
         "managerConfig": {"controllerManagerConfigYaml": emit.to_yaml(kueue.manager_configuration(inventory))},
+        # The chart puts this binding in kube-system, outside the Kueue Application's project: it is rendered in
+        # the gpugen tree instead (rbac.kueue_visibility_auth_reader).
+        "enableVisibilityAuthReaderRoleBinding": False,
     }
 
 
@@ -161,7 +164,7 @@ def app_project(inventory: Inventory, app: str, destinations: list[str], cluster
     gitops = inventory.cluster.gitops
     spec: dict[str, Any] = {
         "description": f"gpugen: what the {app} Application may change",
-        "sourceRepos": [CHARTS[app].repo_url] if app in CHARTS else [gitops.repoURL],
+        "sourceRepos": [chart_source(inventory, app).repo_url] if app in CHARTS else [gitops.repoURL],
         "destinations": [{"server": argocd.IN_CLUSTER, "namespace": ns} for ns in destinations],
         "clusterResourceWhitelist": [dict(k) for k in cluster_kinds],
         "namespaceResourceWhitelist": [dict(k) for k in namespaced_kinds],
@@ -182,7 +185,7 @@ def component_application(inventory: Inventory, name: str, component: Component)
                                     labels={COMPONENT_LABEL: name}), APP_WAVES[name]),
         "spec": {
             "project": _project_name(inventory, name),
-            "source": {"repoURL": chart.repo_url, "chart": chart.name, "targetRevision": chart_version(name),
+            "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name, "targetRevision": chart_version(name),
                        "helm": {"releaseName": RELEASE_NAMES[name], "valuesObject": VALUES[name](inventory)}},
             "destination": {"server": argocd.IN_CLUSTER, "namespace": component.namespace},
             "syncPolicy": {
@@ -195,15 +198,34 @@ def component_application(inventory: Inventory, name: str, component: Component)
     }
 
 
+@dataclass(frozen=True)
+class ChartSource:
+    """Where Argo CD pulls a component's chart from: its upstream repository, or the inventory's mirror."""
+
+    repo_url: str
+    oci: bool
+    plain_http: bool = False
+
+
+def chart_source(inventory: Inventory, name: str) -> ChartSource:
+    mirror = inventory.cluster.chartMirror
+    if mirror:
+        return ChartSource(mirror.url, True, mirror.plainHTTP)
+    return ChartSource(CHARTS[name].repo_url, CHARTS[name].oci)
+
+
 def chart_repository(inventory: Inventory, name: str) -> dict[str, Any]:
     """Argo CD repository Secret: OCI Helm repositories must be declared with enableOCI (no credentials)."""
-    chart = CHARTS[name]
+    source = chart_source(inventory, name)
+    data = {"name": name, "type": "helm", "url": source.repo_url, "enableOCI": "true"}
+    if source.plain_http:
+        data["insecureOCIForceHttp"] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _waved(metadata(inventory, f"helm-{name}", namespace=inventory.cluster.gitops.applicationNamespace,
                                     labels={"argocd.argoproj.io/secret-type": "repository"}), "-1"),
-        "stringData": {"name": name, "type": "helm", "url": chart.repo_url, "enableOCI": "true"},
+        "stringData": data,
     }
 
 
@@ -227,19 +249,24 @@ def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
     """Applied once by hand: the bootstrap project and the Application that syncs bootstrap/platform."""
     gitops = inventory.cluster.gitops
     project = f"{inventory.cluster.name}-bootstrap"
+    # The app-of-apps can already make any AppProject, so the binding Kueue needs in kube-system
+    # (rbac.kueue_visibility_auth_reader) widens what it may do by nothing.
+    kube_system = inventory.cluster.components.kueue.install
+    destinations = [gitops.applicationNamespace, *([KUBE_SYSTEM] if kube_system else [])]
+    namespaced = [{"group": "argoproj.io", "kind": "Application"}, {"group": "argoproj.io", "kind": "AppProject"},
+                  {"group": "", "kind": "Secret"}, *([{"group": rbac.RBAC_GROUP, "kind": "RoleBinding"}]
+                                                     if kube_system else [])]
     return [
         {"apiVersion": argocd.API_VERSION, "kind": "AppProject",
          "metadata": metadata(inventory, project, namespace=gitops.applicationNamespace),
          "spec": {"description": "gpugen: the app-of-apps may manage Applications, AppProjects and chart "
-                                 "repositories in Argo CD's namespace, nothing else",
+                                 "repositories in Argo CD's namespace, and Kueue's binding in kube-system",
                   "sourceRepos": [gitops.repoURL],
-                  "destinations": [{"server": argocd.IN_CLUSTER, "namespace": gitops.applicationNamespace}],
+                  "destinations": [{"server": argocd.IN_CLUSTER, "namespace": ns} for ns in destinations],
                   "clusterResourceWhitelist": [],
-                  "namespaceResourceWhitelist": [{"group": "argoproj.io", "kind": "Application"},
-                                                 {"group": "argoproj.io", "kind": "AppProject"},
-                                                 {"group": "", "kind": "Secret"}]}},
+                  "namespaceResourceWhitelist": namespaced}},
         argocd.directory_application(inventory, f"{inventory.cluster.name}-platform", project,
-                                     f"{gitops.bootstrapPath}/platform", exclude=None),
+                                     f"{gitops.bootstrapPath}/platform", gitops.applicationNamespace, exclude=None),
     ]
 
 
@@ -249,15 +276,19 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for name, component in components(inventory).items():
         chart = CHARTS[name]
-        if chart.oci:
+        if chart_source(inventory, name).oci:
             objects.append(chart_repository(inventory, name))
         objects.append(app_project(inventory, name, [component.namespace], chart.cluster_kinds, chart.namespaced_kinds,
                                    "-1"))
         objects.append(component_application(inventory, name, component))
+    # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
+    objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
     research = research_namespaces(inventory)
     objects.append(app_project(inventory, "gpugen", research, GPUGEN_CLUSTER_KINDS, GPUGEN_NAMESPACED_KINDS, "-1"))
+    # Every namespaced object in rendered/ names its namespace; Argo CD still wants the Application's own
+    # destination inside the project: the first research namespace.
     app = argocd.directory_application(inventory, gitops.applicationName, _project_name(inventory, "gpugen"),
-                                       gitops.path, exclude=KUSTOMIZATION_FILE, synced_tree=True)
+                                       gitops.path, research[0], exclude=KUSTOMIZATION_FILE, synced_tree=True)
     app["metadata"] = _waved(app["metadata"], APP_WAVES["gpugen"])
     objects.append(app)
     return objects

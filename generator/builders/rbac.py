@@ -13,7 +13,7 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import Group, Inventory
-from generator.naming import RESEARCH_GROUP_LABEL
+from generator.naming import CHART_SERVICE_ACCOUNTS, KUBE_SYSTEM, RESEARCH_GROUP_LABEL
 
 API_VERSION = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -92,6 +92,24 @@ def researcher_bindings(inventory: Inventory) -> list[dict[str, Any]]:
                 "subjects": subjects,
             })
     return bindings
+
+
+def kueue_visibility_auth_reader(inventory: Inventory) -> list[dict[str, Any]]:
+    """Kueue's visibility API server reads the API server's client-CA ConfigMap in kube-system. Its chart would
+    bind that itself, outside the Kueue Application's project; the binding is rendered by gpugen instead, with
+    the chart's name and subject (builders/platform.py switches the chart's copy off and puts this one in the
+    app-of-apps, ahead of Kueue: Kueue's APIService is not Available, and so its Application not Healthy, until
+    the visibility server can authenticate the API server's requests)."""
+    kueue = inventory.cluster.components.kueue
+    if not kueue.install:
+        return []
+    return [{
+        "apiVersion": API_VERSION,
+        "kind": "RoleBinding",
+        "metadata": metadata(inventory, "kueue-visibility-server-auth-reader", namespace=KUBE_SYSTEM),
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "extension-apiserver-authentication-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": CHART_SERVICE_ACCOUNTS["kueue"], "namespace": kueue.namespace}],
+    }]
 
 
 def rbac(inventory: Inventory) -> list[dict[str, Any]]:

@@ -124,6 +124,16 @@ class GitOps(Strict):
     bootstrapPath: Annotated[str, StringConstraints(min_length=1)] = "bootstrap"
 
 
+class ChartMirror(Strict):
+    """An OCI registry that holds every component's chart (an air-gapped site's mirror): the component
+    Applications pull `<url>/<chart>` from it instead of the charts' upstream repositories."""
+
+    # Argo CD's form for OCI Helm repositories: host[:port]/path, no scheme.
+    url: Annotated[str, StringConstraints(pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$")]
+    # The registry speaks plain HTTP (Argo CD's insecureOCIForceHttp): only for a registry on a trusted network.
+    plainHTTP: bool = False
+
+
 class Controllers(Strict):
     """Identities (request.userInfo.username) of the controllers that policies must let through.
 
@@ -193,6 +203,7 @@ class Cluster(Strict):
     gitops: GitOps
     controllers: Controllers = Controllers()
     components: Components = Components()
+    chartMirror: ChartMirror | None = None
     # Render each research namespace as a Namespace (Pod Security: baseline enforced, restricted warned) that
     # Argo CD never prunes or deletes. false: namespaces are made elsewhere and only referenced.
     createNamespaces: bool = True
