@@ -27,7 +27,7 @@ schema: $(VENV)/.installed ## Re-export the inventory's JSON Schema for editors 
 plan: $(VENV)/.installed ## What the inventory change does to the cluster, against the committed tree (BASE=HEAD)
 	$(PY) -m generator plan --base $(or $(BASE),HEAD)
 
-tools: ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform) into ~/.cache/gpugen
+tools: ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform, Argo CD) into ~/.cache/gpugen
 	bash tools/build.sh
 
 validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real kube-apiserver dry-run tier
@@ -38,7 +38,7 @@ test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (re
 	$(PY) -m pytest -q
 	$(PY) -m generator render --check
 
-demo: $(VENV)/.installed tools ## Simulated FLAME on 127.0.0.1 with the committed tree: prints KUBECONFIGs, runs until Ctrl-C
+demo: $(VENV)/.installed tools ## Simulated FLAME bootstrapped by the real Argo CD from the committed tree: prints KUBECONFIGs, runs until Ctrl-C
 	$(PY) tools/demo.py
 
 bench: $(VENV)/.installed tools ## Benchmarks at national scale; rewrites the results table in benchmarks/README.md

@@ -1,6 +1,8 @@
-"""`make demo`: start the simulated FLAME (tests/platform/flame.py) with the committed rendered/ and bootstrap/,
-print a researcher's and the admin's KUBECONFIG and a few commands to try, stay up until Ctrl-C, then stop
-every process it started (also when start-up fails: the failing component is named with its log).
+"""`make demo`: start the simulated FLAME (tests/platform/flame.py): the real Argo CD bootstraps it from a git
+repository carrying the committed inventory and rendered/, as the README says. Print a researcher's and the
+admin's KUBECONFIG, the cluster's git checkout (commit an inventory change there and watch Argo CD sync it) and a
+few commands to try; stay up until Ctrl-C, then stop every process it started (also when start-up fails: the
+failing component is named with its log).
 
     python tools/demo.py [--work DIR]
 """
@@ -102,6 +104,13 @@ def print_welcome(flame, work: pathlib.Path):
                      f"kubectl -n {ns} get workloads -w", f"kubectl -n {ns} get pods -o wide -w"]
     lines += ["Admin (system:masters):", f"  export KUBECONFIG={flame.admin_kubeconfig}", "", "Try:"]
     lines += ["  " + t for t in try_lines]
+    repo = flame.argocd.repo
+    lines += ["", f"Argo CD (application controller and repo-server) syncs {repo.url}, cloned at {repo.checkout}:",
+              "  kubectl -n argocd get applications      # as admin: every Application Synced and Healthy",
+              f"  cd {repo.checkout} && $EDITOR gpu_classes.yaml && {pathlib.Path(sys.executable).parent}/gpugen render",
+              "  git commit -qam 'change an allocation' && git push -q origin HEAD:main",
+              "  kubectl -n argocd annotate applications --all argocd.argoproj.io/refresh=normal   # as a webhook would",
+              "  kubectl -n argocd get applications -w"]
     lines += ["", f"Logs: {work}/logs/ (components), {work}/apiserver/ (etcd, kube-apiserver).",
               "Not run here: " + "; ".join(flame.skipped[:3]) + (" ..." if len(flame.skipped) > 3 else ""),
               "Ctrl-C stops everything."]

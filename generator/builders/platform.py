@@ -2,7 +2,7 @@
 their upstream Helm charts at the pinned versions, with values from the inventory, then the gpugen Application.
 
 bootstrap/
-  root/       applied once by hand (kubectl apply -R -f bootstrap/root): the bootstrap AppProject and the root
+  root/       applied once by hand (README, "Bootstrapping a new cluster"): the bootstrap AppProject, then the root
               Application, which syncs bootstrap/platform
   platform/   one AppProject and one Application per component, the chart repositories, and the gpugen
               Application (last wave)
@@ -57,6 +57,9 @@ class Chart:
     app_version_pin: str
     cluster_kinds: tuple[dict[str, str], ...]
     namespaced_kinds: tuple[dict[str, str], ...]
+    # Secrets the chart renders and the controller then fills with its webhook certificate (the name its
+    # Configuration gives the cert manager). Argo CD must neither report nor undo that: see component_application.
+    cert_secrets: tuple[str, ...] = ()
 
 
 CHARTS = {
@@ -67,14 +70,16 @@ CHARTS = {
                      (*_NAMESPACED_BASICS, {"group": "batch", "kind": "Job"})),
     "jobset": Chart("registry.k8s.io/jobset/charts", True, "jobset", "JOBSET_CHART_VERSION",
                     "sigs.k8s.io/jobset", "JOBSET_VERSION",
-                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET)),
+                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET),
+                    ("jobset-webhook-server-cert",)),
     "trainer": Chart("ghcr.io/kubeflow/charts", True, "kubeflow-trainer", "TRAINER_CHART_VERSION",
                      "github.com/kubeflow/trainer/v2", "TRAINER_VERSION",
-                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET)),
+                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET),
+                     ("kubeflow-trainer-webhook-cert",)),
     "kueue": Chart("registry.k8s.io/kueue/charts", True, "kueue", "KUEUE_CHART_VERSION",
                    "sigs.k8s.io/kueue", "KUEUE_VERSION",
                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS, {"group": "apiregistration.k8s.io", "kind": "APIService"}),
-                   (*_NAMESPACED_BASICS, _SECRET)),
+                   (*_NAMESPACED_BASICS, _SECRET), ("kueue-webhook-server-cert",)),
 }
 
 
@@ -178,23 +183,32 @@ def app_project(inventory: Inventory, app: str, destinations: list[str], cluster
 def component_application(inventory: Inventory, name: str, component: Component) -> dict[str, Any]:
     chart = CHARTS[name]
     gitops = inventory.cluster.gitops
+    spec: dict[str, Any] = {
+        "project": _project_name(inventory, name),
+        "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name,
+                   "targetRevision": chart_version(name),
+                   "helm": {"releaseName": RELEASE_NAMES[name], "valuesObject": VALUES[name](inventory)}},
+        "destination": {"server": argocd.IN_CLUSTER, "namespace": component.namespace},
+        "syncPolicy": {
+            "automated": {"prune": True, "selfHeal": True},
+            # CRDs are too large for client-side apply's last-applied annotation.
+            "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
+            "retry": argocd.RETRY,
+        },
+    }
+    if chart.cert_secrets:
+        # The controller writes its webhook certificate into the chart's Secret. Without this, Argo CD shows the
+        # Application OutOfSync for ever, and a chart that renders the keys empty (JobSet's) has every self-heal
+        # apply them over the certificate. RespectIgnoreDifferences keeps the sync from owning those fields.
+        spec["ignoreDifferences"] = [{"group": "", "kind": "Secret", "name": secret, "namespace": component.namespace,
+                                      "jsonPointers": ["/data"]} for secret in chart.cert_secrets]
+        spec["syncPolicy"]["syncOptions"] = [*spec["syncPolicy"]["syncOptions"], "RespectIgnoreDifferences=true"]
     return {
         "apiVersion": argocd.API_VERSION,
         "kind": "Application",
         "metadata": _waved(metadata(inventory, f"{inventory.cluster.name}-{name}", namespace=gitops.applicationNamespace,
                                     labels={COMPONENT_LABEL: name}), APP_WAVES[name]),
-        "spec": {
-            "project": _project_name(inventory, name),
-            "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name, "targetRevision": chart_version(name),
-                       "helm": {"releaseName": RELEASE_NAMES[name], "valuesObject": VALUES[name](inventory)}},
-            "destination": {"server": argocd.IN_CLUSTER, "namespace": component.namespace},
-            "syncPolicy": {
-                "automated": {"prune": True, "selfHeal": True},
-                # CRDs are too large for client-side apply's last-applied annotation.
-                "syncOptions": ["CreateNamespace=true", "ServerSideApply=true"],
-                "retry": argocd.RETRY,
-            },
-        },
+        "spec": spec,
     }
 
 
@@ -278,8 +292,11 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
         chart = CHARTS[name]
         if chart_source(inventory, name).oci:
             objects.append(chart_repository(inventory, name))
-        objects.append(app_project(inventory, name, [component.namespace], chart.cluster_kinds, chart.namespaced_kinds,
-                                   "-1"))
+        # CreateNamespace=true: Argo CD creates the component's namespace in the sync, under the project's rules;
+        # the project allows that one Namespace by name.
+        namespace_kind = {"group": "", "kind": "Namespace", "name": component.namespace}
+        objects.append(app_project(inventory, name, [component.namespace], (*chart.cluster_kinds, namespace_kind),
+                                   chart.namespaced_kinds, "-1"))
         objects.append(component_application(inventory, name, component))
     # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
     objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]

@@ -266,12 +266,16 @@ def application_manifests(app: dict) -> list[Manifest]:
     name = app["metadata"]["name"]
     assert not app["spec"].get("sources") and not app["spec"].get("sourceHydrator"), \
         f"Application {name}: only a single spec.source is handled here"
+    # CreateNamespace=true: the controller creates the destination namespace in the sync, and checks it against
+    # the project like any object (controller/sync.go).
+    created = [Manifest("v1", "Namespace", app["spec"]["destination"]["namespace"], "", None)] \
+        if "CreateNamespace=true" in (app["spec"].get("syncPolicy") or {}).get("syncOptions", []) else []
     if source.get("chart"):
         assert COMPONENT_LABEL in app["metadata"].get("labels", {}), \
             f"Application {name}: a chart source without the {COMPONENT_LABEL} label"
-        return _chart_manifests(app)
+        return created + _chart_manifests(app)
     assert source.get("path") is not None, f"Application {name}: neither chart nor path: {source}"
-    return _directory_manifests(app)
+    return created + _directory_manifests(app)
 
 
 def bootstrap_argo_objects() -> tuple[list[dict], list[dict]]:

@@ -21,6 +21,7 @@ from journeys_support import (GPU, TIMEOUT, Timer, flame_cluster, no_jobs_left, 
                               wait_workload, workload_of)
 from kube import ApiError, Client, conditions
 import flame as flame_mod
+from argocd_local import application_settled, describe_application
 
 REPO = flame_mod.vs.REPO
 INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
@@ -49,6 +50,45 @@ def class_nodes(flame):
     sel = flame.inventory.classes[CLASS].nodeSelector
     return {n["metadata"]["name"] for n in flame.admin.list("v1", "Node")
             if all(n["metadata"]["labels"].get(k) == v for k, v in sel.items())}
+
+
+# ---------------------------------------------------------------- 0. the real Argo CD delivered the platform
+
+def test_0_argo_cd_delivered_every_application_from_the_bootstrap(flame_cluster):
+    """The fixture ran the README's bootstrap against an empty cluster (argocd-cm health patch, then
+    `kubectl apply` of bootstrap/root, its AppProject first): every Application the bootstrap renders is Synced and Healthy at the
+    repository's commit, each component was installed from its chart by Argo CD and runs as its chart says."""
+    flame = flame_cluster
+    argo = flame.argocd
+    apps = {a["metadata"]["name"]: a for a in argo.applications()}
+    expected = flame_mod.expected_applications(argo.repo.checkout / "bootstrap")
+    assert set(apps) == expected
+    print("\n" + "\n".join(describe_application(a) for a in apps.values()))
+    for name, app in apps.items():
+        assert application_settled(app, argo.repo.revision if argo.from_repo(app) else None), \
+            describe_application(app)
+        assert not app["status"].get("conditions"), (name, app["status"]["conditions"])
+    # The charts' webhooks as Argo CD applied them: through their Services, whose EndpointSlices name the pods the
+    # pod runtime runs (no URL rewritten by the simulation).
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for config in flame.admin.list("admissionregistration.k8s.io/v1", kind):
+            for hook in config.get("webhooks", []):
+                assert "url" not in hook["clientConfig"], (config["metadata"]["name"], hook["name"])
+    # Each controller runs in a pod of its chart's Deployment, and is Ready. (JobSet may restart once, as on any
+    # cluster: its webhook server starts before its cert rotator has filled the chart's empty Secret.)
+    ran = [p for p in flame.pods.pods.values() if p.container is not None and p.exit_code is None]
+    assert {p.namespace for p in ran} >= {getattr(flame.inventory.cluster.components, c).namespace
+                                         for c in ("kyverno", "jobset", "trainer", "kueue")}
+    print(flame.pods.describe())
+    for p in ran:
+        assert p.ready and p.restarts <= 1, flame.pods.describe()
+    # Kueue's visibility API answers through its APIService: the binding the app-of-apps put in kube-system works.
+    for version in ("v1beta1", "v1beta2"):
+        api = flame.admin.get("apiregistration.k8s.io/v1", "APIService", f"{version}.visibility.kueue.x-k8s.io")
+        assert conditions(api)["Available"]["status"] == "True", conditions(api)
+    binding = flame.admin.get("rbac.authorization.k8s.io/v1", "RoleBinding", "kueue-visibility-server-auth-reader",
+                              "kube-system")
+    assert binding["subjects"][0]["namespace"] == flame.inventory.cluster.components.kueue.namespace
 
 
 # ---------------------------------------------------------------- 1. list the runtimes
@@ -138,8 +178,9 @@ def test_4_borrowing_while_the_other_group_is_idle(flame_cluster):
 
 
 def test_4b_reclaiming_follows_the_inventory(flame_cluster, tmp_path):
-    """The same with B's `reclaimWithinCohort: Any` rendered and synced: B takes its lent GPU back at once
-    (Kueue preempts A's job) instead of waiting for it to end. The committed tree is synced back afterwards."""
+    """The same with B's `reclaimWithinCohort: Any` committed and synced by Argo CD: B takes its lent GPU back at
+    once (Kueue preempts A's job) instead of waiting for it to end. The committed inventory is synced back
+    afterwards."""
     flame = flame_cluster
     _, b = groups(flame)
     if flame.inventory.groups[b].reclaimWithinCohort != "Never":
@@ -150,17 +191,14 @@ def test_4b_reclaiming_follows_the_inventory(flame_cluster, tmp_path):
     end = text.index("\n", cohort) + 1
     inv = tmp_path / "gpu_classes.yaml"
     inv.write_text(text[:end] + "    reclaimWithinCohort: Any\n" + text[end:])
-    reclaiming = render(inv, tmp_path / "reclaiming")
     with Timer("4b reclaiming"):
-        synced = flame_mod.sync_tree(flame.argo, reclaiming, timeout=TIMEOUT)
-        assert synced.phase == "Succeeded", (synced.message, synced.waiting_on)
+        flame.sync(inv, f"{b} reclaims its lent GPUs")
         cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", b)
         assert cq["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
         try:
             borrow_then_other_group_submits(flame, "Any")
         finally:
-            back = flame_mod.sync_tree(flame.argo, flame_mod.vs.rendered_dir(), timeout=TIMEOUT)
-            assert back.phase == "Succeeded", (back.message, back.waiting_on)
+            flame.sync(flame.inventory_file, "back to the committed inventory")
 
 
 def borrow_then_other_group_submits(flame, reclaim: str):
@@ -310,9 +348,9 @@ def test_7_notebook_deployment_runs_untouched_by_kueue(flame_cluster):
 # ---------------------------------------------------------------- 8. removing a class
 
 def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster, tmp_path):
-    """A second class is added and synced, then removed again: Argo CD's sync (argo_sync.py, with the gpugen
-    Application's own sync options) must end Succeeded and leave no trace of the class (Kueue's finalizer on the
-    flavor released once no ClusterQueue uses it)."""
+    """A second class is added and synced, then removed again, each a commit the real Argo CD syncs: every
+    Application must end Synced and Healthy and leave no trace of the class (Kueue's finalizer on the flavor
+    released once no ClusterQueue uses it)."""
     flame = flame_cluster
     inv = tmp_path / "gpu_classes.yaml"
     inv.write_text(INVENTORY.read_text())
@@ -325,14 +363,10 @@ def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster
         out = subprocess.run([sys.executable, "-m", "generator", "inventory", *e, "--inventory", str(inv)],
                              cwd=REPO, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-    two = render(inv, tmp_path / "two")
-    one = render(INVENTORY, tmp_path / "one")
     with Timer("8 class removal"):
-        added = flame_mod.sync_tree(flame.argo, two, timeout=TIMEOUT)
-        assert added.phase == "Succeeded", (added.message, added.waiting_on)
+        flame.sync(inv, "add class a100")
         assert flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100")
-        removed = flame_mod.sync_tree(flame.argo, one, timeout=TIMEOUT)
-        assert removed.phase == "Succeeded", (removed.message, removed.waiting_on, removed.steps)
+        flame.sync(flame.inventory_file, "remove class a100")
         # Argo CD reports Succeeded once the last wave ran, while pruned objects may still be terminating
         # (foreground deletion; Kueue's in-use finalizer on the flavor): they must then go.
         for api, kind, name in (("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100"),
@@ -340,13 +374,3 @@ def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster
             poll(lambda: flame.admin.get(api, kind, name) is None, TIMEOUT, f"{kind} {name} gone")
         cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", a)
         assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == [CLASS]
-
-
-def render(inventory, out):
-    """`python -m generator render` of `inventory` into out/rendered (bootstrap and docs beside it)."""
-    out.mkdir(parents=True)
-    r = subprocess.run([sys.executable, "-m", "generator", "render", "--inventory", str(inventory), "--out",
-                        str(out / "rendered"), "--bootstrap-out", str(out / "bootstrap"), "--docs-out",
-                        str(out / "runtimes.md")], cwd=REPO, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return out / "rendered"

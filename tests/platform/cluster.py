@@ -118,10 +118,12 @@ def _https_ok(url):
 
 # ---------------------------------------------------------------- kube-controller-manager, kube-scheduler
 
-def start_controller_manager(plane: ControlPlane, procs: Processes, work: pathlib.Path):
+def start_controller_manager(plane: ControlPlane, procs: Processes, work: pathlib.Path, netns=None):
     ident = identity_kubeconfig(plane, work / "identities", "kube-controller-manager",
                                 "system:kube-controller-manager")
     port = free_port()
+    if netns:
+        netns.forward(port)  # its health endpoint, checked from here
     p = procs.start("kube-controller-manager", [
         vs.tool_bin("kube-controller-manager", "KUBERNETES_VERSION"),
         "--kubeconfig", ident, "--authentication-kubeconfig", ident, "--authorization-kubeconfig", ident,
@@ -132,28 +134,32 @@ def start_controller_manager(plane: ControlPlane, procs: Processes, work: pathli
         "--service-account-private-key-file", plane.pki / "sa.key",
         "--root-ca-file", plane.pki / "ca.crt",
         "--cluster-signing-cert-file", plane.pki / "ca.crt", "--cluster-signing-key-file", plane.pki / "ca.key",
-    ], work / "logs" / "kube-controller-manager.log")
+    ], work / "logs" / "kube-controller-manager.log", netns=netns)
     return p, f"https://127.0.0.1:{port}/healthz"
 
 
-def start_scheduler(plane: ControlPlane, procs: Processes, work: pathlib.Path):
+def start_scheduler(plane: ControlPlane, procs: Processes, work: pathlib.Path, netns=None):
     ident = identity_kubeconfig(plane, work / "identities", "kube-scheduler", "system:kube-scheduler")
     port = free_port()
+    if netns:
+        netns.forward(port)  # its health endpoint, checked from here
     p = procs.start("kube-scheduler", [
         vs.tool_bin("kube-scheduler", "KUBERNETES_VERSION"),
         "--kubeconfig", ident, "--authentication-kubeconfig", ident, "--authorization-kubeconfig", ident,
         "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", work / "scheduler-certs",
         "--leader-elect=false",
-    ], work / "logs" / "kube-scheduler.log")
+    ], work / "logs" / "kube-scheduler.log", netns=netns)
     return p, f"https://127.0.0.1:{port}/healthz"
 
 
 # ---------------------------------------------------------------- KWOK
 
-def kwok_stages(run_seconds: float = JOB_POD_RUN_SECONDS) -> list[dict]:
+def kwok_stages(run_seconds: float = JOB_POD_RUN_SECONDS, not_namespaces: list[str] = ()) -> list[dict]:
     """KWOK's upstream Stages from the pinned module: nodes initialise at once and renew their Lease; pods
-    become Ready at once (pod/fast). The one change: a Job's pod completes `run_seconds` after it runs
-    (upstream pod/fast completes it immediately), unless its pod-complete delay annotation says otherwise."""
+    become Ready at once (pod/fast). The changes: a Job's pod completes `run_seconds` after it runs
+    (upstream pod/fast completes it immediately), unless its pod-complete delay annotation says otherwise; pods in
+    `not_namespaces` are never made Ready or complete by KWOK (tests/platform/pods.py runs them); KWOK still
+    finishes their deletion."""
     root = module_dir("sigs.k8s.io/kwok", "KWOK_VERSION") / "kustomize" / "stage"
     stages = []
     for sub in ("node/fast", "node/heartbeat-with-lease", "pod/fast"):
@@ -161,6 +167,9 @@ def kwok_stages(run_seconds: float = JOB_POD_RUN_SECONDS) -> list[dict]:
         for f in kustomization["resources"]:
             stages += [d for d in yaml.safe_load_all((root / sub / f).read_text()) if d]
     for stage in stages:
+        if not_namespaces and stage["spec"]["resourceRef"]["kind"] == "Pod" and stage["metadata"]["name"] != "pod-delete":
+            stage["spec"]["selector"].setdefault("matchExpressions", []).append(
+                {"key": ".metadata.namespace", "operator": "NotIn", "values": list(not_namespaces)})
         if stage["metadata"]["name"] == "pod-complete":
             stage["spec"]["delay"] = {"durationMilliseconds": int(run_seconds * 1000), "durationFrom": {
                 "expressionFrom": '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'}}
@@ -174,7 +183,7 @@ def kwok_rbac() -> list[dict]:
     return [doc for f in kustomization["resources"] for doc in yaml.safe_load_all((d / f).read_text()) if doc]
 
 
-def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply):
+def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply, not_namespaces=(), netns=None):
     rbac = kwok_rbac()
     for obj in rbac:
         apply(obj)
@@ -182,14 +191,16 @@ def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply)
     ident = service_account_kubeconfig(plane, work / "identities" / "kwok.kubeconfig", sa["metadata"]["namespace"],
                                        sa["metadata"]["name"])
     config = work / "kwok.yaml"
-    config.write_text(yaml.safe_dump_all(kwok_stages()))
+    config.write_text(yaml.safe_dump_all(kwok_stages(not_namespaces=not_namespaces)))
     port = free_port()
+    if netns:
+        netns.forward(port)  # its health endpoint, checked from here
     p = procs.start("kwok", [
         vs.tool_bin("kwok", "KWOK_VERSION"), "--kubeconfig", ident, "--config", config,
         "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
         "--node-lease-duration-seconds", "40", "--server-address", f"127.0.0.1:{port}",
         "--node-ip", "127.0.0.1", "--cidr", "10.244.0.0/16",
-    ], work / "logs" / "kwok.log", env={**os.environ, "HOME": str(work)})
+    ], work / "logs" / "kwok.log", env={**os.environ, "HOME": str(work)}, netns=netns)
     return p, f"http://127.0.0.1:{port}/healthz"
 
 
@@ -224,21 +235,23 @@ class Kubernetes:
     nodes: list[str]
 
 
-def start_kubernetes(work: pathlib.Path, procs: Processes, inventory) -> Kubernetes:
-    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and the nodes, all Ready."""
+def start_kubernetes(work: pathlib.Path, procs: Processes, inventory, pod_runtime_namespaces=(),
+                     netns=None) -> Kubernetes:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and the nodes, all Ready. KWOK plays
+    the kubelet for every pod but those in `pod_runtime_namespaces` (tests/platform/pods.py runs them)."""
     from kube import Client  # noqa: PLC0415 (tests/platform/kube.py)
     require_tools(CLUSTER_TOOLS)
     (work / "apiserver").mkdir(parents=True, exist_ok=True)
-    plane = start_control_plane(work / "apiserver")
+    plane = start_control_plane(work / "apiserver", netns)
     # control_plane stops its own processes; hand them to `procs` so one stop() ends everything.
     for name, p in zip(("etcd", "kube-apiserver"), plane.processes):
         from processes import Process  # noqa: PLC0415
         procs.started.append(Process(name, p, work / "apiserver" / f"{name}.log"))
     plane.processes = []
     admin = Client.from_kube(plane.kube)
-    kcm, kcm_health = start_controller_manager(plane, procs, work)
-    sched, sched_health = start_scheduler(plane, procs, work)
-    kwok, kwok_health = start_kwok(plane, procs, work, admin.apply)
+    kcm, kcm_health = start_controller_manager(plane, procs, work, netns)
+    sched, sched_health = start_scheduler(plane, procs, work, netns)
+    kwok, kwok_health = start_kwok(plane, procs, work, admin.apply, pod_runtime_namespaces, netns)
     for n in inventory_nodes(inventory):
         admin.create(n)
     wait_ready(kcm, lambda: _https_ok(kcm_health), 90, "kube-controller-manager /healthz")

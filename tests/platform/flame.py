@@ -1,20 +1,20 @@
-"""The simulated FLAME on 127.0.0.1: the pinned Kubernetes control plane, scheduler and controller manager,
-KWOK nodes, and the platform's controllers (Kyverno's admission controller, JobSet, Trainer, Kueue) as local
-processes, configured from the rendered bootstrap/ Applications, with the rendered tree synced in Argo CD's
-order (tests/platform/argo_sync.py). Plain functions, no pytest in here (tests/journeys and tools/demo.py use it):
+"""The simulated FLAME on 127.0.0.1, delivered by the real Argo CD: the pinned Kubernetes control plane,
+scheduler and controller manager, KWOK nodes, and Argo CD (tests/platform/argocd_local.py) bootstrapped as the
+README says, which installs Kyverno, JobSet, Trainer and Kueue from their charts and then syncs the rendered
+tree. The controllers the charts' Deployments describe run as real processes from the pods they make
+(tests/platform/pods.py). Plain functions, no pytest in here (tests/journeys and tools/demo.py use it):
 
     flame = start_flame(work)          # raises ToolMissing / ComponentFailed; stops what it started on failure
-    try: ... flame.admin, flame.researchers["vision-lab"] ...
+    try: ... flame.admin, flame.researchers["vision-lab"], flame.argocd ...
     finally: flame.stop()              # or `with start_flame(work) as flame:`
 
-Layers: processes.py (start/stop/ready, named failures), cluster.py (Kubernetes + KWOK), components.py (the
-charts and the one chart -> local process transform), kube.py (REST client), this module (order, onboarding,
-identities).
+Layers: processes.py (start/stop/ready, named failures), cluster.py (Kubernetes + KWOK), pods.py (the platform's
+pods as processes), argocd_local.py (git, chart mirror, Redis, Argo CD), kube.py (REST client), this module (order,
+onboarding, identities).
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 import sys
@@ -31,13 +31,28 @@ from validation import validation_support as vs  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
 
 from cluster import CLUSTER_TOOLS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes  # noqa: E402,F401
-from components import (COMPONENT_TOOLS, LocalComponent, chart_objects, component_applications, localize,  # noqa: E402
-                        ready_check, write_identity)
-from argo_sync import ArgoSync  # noqa: E402
+from components import COMPONENT_LABEL, COMPONENT_TOOLS, RUNS, chart_objects, component_applications  # noqa: E402
+from argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, push_charts, start_argocd,  # noqa: E402
+                          start_git, start_redis, start_registry)
+from pods import Container, PodRuntime, image_repository  # noqa: E402
+from netns import PodNetwork  # noqa: E402
 from kube import Client, conditions, poll  # noqa: E402
 from processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
-ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
+# Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool): Kyverno's
+# post-upgrade migration, which Argo CD runs as a PostSync hook, is its CLI.
+HOOK_IMAGES = {"kyverno-cli": ("kyverno", "KYVERNO_VERSION")}
+# Components whose controller binds all interfaces unless a flag names the host to listen on.
+HOST_FLAGS = {"kyverno": "--webhookServerHost"}
+ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
+# Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
+NOT_RUN = {
+    "kyverno-background-controller": "Kyverno's background controller (generate and mutate-existing policies; the "
+                                     "platform's policies are admission-time only)",
+    "kyverno-reports-controller": "Kyverno's reports controller (policy reports)",
+    "kyverno-cleanup-controller": "Kyverno's cleanup controller (cleanup policies; the platform has none)",
+}
+APPLICATIONS_TIMEOUT = float(os.environ.get("GPUGEN_FLAME_ARGOCD_TIMEOUT", "300"))
 
 
 @dataclasses.dataclass
@@ -61,15 +76,26 @@ class Flame:
     admin: Client
     admin_kubeconfig: pathlib.Path
     inventory: object
+    inventory_file: pathlib.Path
     researchers: dict[str, Researcher]      # inventory group -> a member (none for a group without identities)
-    components: dict[str, LocalComponent]
+    argocd: ArgoCD                           # the real Argo CD and the cluster's GitOps repository
+    pods: PodRuntime                         # the platform's pods as processes
+    network: PodNetwork                      # the simulation's network namespace (pod IPs exist only there)
     nodes: list[str]
     timings: dict[str, float]
-    skipped: list[str]
-    argo: ArgoSync                          # the gpugen Application's sync (it remembers what it applied)
+
+    @property
+    def skipped(self) -> list[str]:
+        return sorted(self.pods.skipped)
 
     def stop(self):
-        self.procs.stop()
+        try:
+            self.pods.stop()
+        finally:
+            try:
+                self.procs.stop()
+            finally:
+                self.network.stop()
 
     def __enter__(self):
         return self
@@ -79,6 +105,20 @@ class Flame:
 
     def check_running(self):
         self.procs.check_running()
+        self.pods.check()
+
+    def push(self, inventory_file: pathlib.Path, message: str, edit=None) -> str:
+        """What a platform engineer's merge does: the inventory rendered and pushed to the cluster's repository,
+        and Argo CD told of it (as by a Git webhook). Returns the commit."""
+        revision = self.argocd.repo.commit(inventory_file, message, edit)
+        self.argocd.refresh()
+        return revision
+
+    def sync(self, inventory_file: pathlib.Path, message: str, timeout: float = 180) -> str:
+        """push(), then every Application Synced and Healthy at that commit. Returns the commit."""
+        revision = self.push(inventory_file, message)
+        self.argocd.wait_applications(None, timeout, revision, check=self.check_running)
+        return revision
 
 
 # ---------------------------------------------------------------- applying objects
@@ -112,48 +152,16 @@ def ensure_namespace(admin: Client, name: str):
     admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
-# ---------------------------------------------------------------- syncing the rendered tree
+# ---------------------------------------------------------------- the rendered tree
 
 tree_objects = vs.tree_objects  # the files Argo CD reads from the synced tree
 
 
-class _ArgoApi:
-    """The API argo_sync.ArgoSync talks to (raw responses for apply and delete), on a Client."""
-
-    def __init__(self, client: Client):
-        self.client = client
-
-    def get(self, api_version, kind, name, namespace=None):
-        return self.client.get(api_version, kind, name, namespace)
-
-    def list(self, api_version, kind):
-        return self.client.list(api_version, kind)
-
-    def apply(self, obj):
-        meta = obj["metadata"]
-        return self.client.http.patch(
-            self.client.url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
-            params={"fieldManager": "argocd-controller", "fieldValidation": "Strict", "force": "true"},
-            data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"}, timeout=60)
-
-    def delete(self, api_version, kind, name, namespace=None, propagation="Foreground"):
-        return self.client.http.delete(self.client.url(api_version, kind, namespace, name),
-                                       json={"propagationPolicy": propagation}, timeout=60)
-
-
-def gpugen_argo_sync(admin: Client, bootstrap: pathlib.Path, inventory) -> ArgoSync:
-    """Argo CD's sync of the gpugen Application (tests/platform/argo_sync.py) with the Application's own sync
-    options (PruneLast) and Argo CD's default foreground pruning (the garbage collector runs here)."""
-    name = inventory.cluster.gitops.applicationName
-    (app,) = [vs.load_one(f) for f in bootstrap.rglob("*.yaml")
-              if f.name.endswith(f".{name}.yaml") and vs.load_one(f).get("kind") == "Application"]
-    options = app["spec"].get("syncPolicy", {}).get("syncOptions", [])
-    return ArgoSync(_ArgoApi(admin), name, prune_last="PruneLast=true" in options)
-
-
-def sync_tree(argo: ArgoSync, tree: pathlib.Path, timeout=120):
-    """Sync `tree` as the gpugen Application: Argo CD's waves, health waits and pruning (argo_sync.py)."""
-    return argo.sync(tree_objects(tree), timeout=timeout)
+def same_tree(a: pathlib.Path, b: pathlib.Path) -> list[str]:
+    """Files that differ between two rendered trees (relative paths), none when they are byte-identical."""
+    files = lambda d: {p.relative_to(d): p.read_bytes() for p in d.rglob("*") if p.is_file()}  # noqa: E731
+    fa, fb = files(a), files(b)
+    return sorted(str(p) for p in fa.keys() | fb.keys() if fa.get(p) != fb.get(p))
 
 
 # ---------------------------------------------------------------- onboarding research groups
@@ -231,64 +239,111 @@ def wait_kueue_webhook(admin: Client, inventory, proc, timeout=60):
 
 # ---------------------------------------------------------------- start
 
-def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, bootstrap: pathlib.Path | None = None,
-                inventory_file: pathlib.Path | None = None, log=print) -> Flame:
-    """Start the simulated FLAME in `work` (an empty directory) with a rendered tree (default: the committed
-    rendered/ and bootstrap/ of gpu_classes.yaml; GPUGEN_RENDERED_DIR, GPUGEN_BOOTSTRAP_DIR and GPUGEN_INVENTORY
-    select another render). Everything started is stopped again if anything fails."""
+def hook_images(bootstrap: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Image repository -> binary, for the containers of the charts' Jobs whose image is in HOOK_IMAGES."""
+    out = {}
+    for app in component_applications(bootstrap):
+        for o in chart_objects(app):
+            if o.get("kind") != "Job":
+                continue
+            for c in o["spec"]["template"]["spec"]["containers"]:
+                repository = image_repository(c["image"])
+                tool = HOOK_IMAGES.get(repository.rsplit("/", 1)[-1])
+                if tool:
+                    out[repository] = vs.tool_bin(*tool)
+    return out
+
+
+def platform_containers(bootstrap: pathlib.Path) -> dict[str, Container]:
+    """namespace/Deployment -> the pinned binary that runs it: for each component Application, the one Deployment
+    of its chart (as helm renders it for Argo CD) whose name ends with RUNS' suffix."""
+    out = {}
+    for app in component_applications(bootstrap):
+        name = app["metadata"]["labels"][COMPONENT_LABEL]
+        suffix, tool, key = RUNS[name]
+        deployments = [o["metadata"]["name"] for o in chart_objects(app) if o.get("kind") == "Deployment"]
+        (deployment,) = [d for d in deployments if d.endswith(suffix)] or [None]
+        if deployment is None:
+            raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
+        out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
+            deployment, vs.tool_bin(tool, key), HOST_FLAGS.get(name))
+    return out
+
+
+def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_file: pathlib.Path | None = None,
+                log=print) -> Flame:
+    """Start the simulated FLAME in `work` (an empty directory) for an inventory (default gpu_classes.yaml, or
+    GPUGEN_INVENTORY) whose rendered tree is `tree` (default the committed rendered/, or GPUGEN_RENDERED_DIR):
+    the cluster's repository must carry exactly that tree. Everything started is stopped again if anything
+    fails."""
     tree = tree or vs.rendered_dir()
-    bootstrap = bootstrap or vs.bootstrap_dir()
-    inventory = load_inventory(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
+    inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
+    inventory = load_inventory(inventory_file)
     require_tools(ALL_TOOLS)
     work = pathlib.Path(work)
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     procs = Processes()
+    runtime = net = None
     try:
-        k8s = start_kubernetes(work, procs, inventory)
+        net = PodNetwork.start(work)
+        registry = start_registry(work, procs, net)
+        repo = start_git(work, procs, inventory_file, f"{registry}/charts", net)
+        differs = same_tree(repo.checkout / "rendered", tree)
+        if differs:
+            raise ComponentFailed(f"the cluster's repository would not carry the tree under test {tree}: "
+                                  f"{differs[:5]} differ (only bootstrap/ may name the site's URLs)")
+        containers = platform_containers(repo.checkout / "bootstrap")
+        namespaces = sorted({key.split("/")[0] for key in containers})
+        k8s = start_kubernetes(work, procs, inventory, pod_runtime_namespaces=namespaces, netns=net)
         admin = Client.from_kube(k8s.plane.kube)
+        runtime = PodRuntime(admin, k8s.plane, work, namespaces, containers, NOT_RUN, procs, net, log,
+                             images=hook_images(repo.checkout / "bootstrap"))
+        runtime.start()
         timings["kubernetes"] = time.monotonic() - t0
         log(f"kubernetes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) ready in "
             f"{timings['kubernetes']:.1f}s")
 
-        # The component Applications: chart objects applied, then the controllers started together.
-        local: dict[str, LocalComponent] = {}
-        skipped = []
-        for app in component_applications(bootstrap):
-            name = app["metadata"]["labels"]["gpugen/component"]
-            lc = localize(name, chart_objects(app), work / "components", k8s.plane)
-            ensure_namespace(admin, lc.namespace)
-            apply_all(admin, lc.apply_first, lc.namespace)
-            write_identity(lc, k8s.plane)
-            local[name] = lc
-            skipped += [f"{name}: {s}" for s in lc.skipped]
-        started = {}
-        for name, lc in local.items():
-            started[name] = procs.start(name, lc.argv, work / "logs" / f"{name}.log", env=lc.env, cwd=lc.root)
-        for name, lc in local.items():
-            wait_ready(started[name], ready_check(lc.ready_url), 120, f"{name} ({lc.ready_url})")
-            for hook in lc.webhooks:
-                admin.apply(hook)
-        timings["components"] = time.monotonic() - t0
-        log(f"components ({', '.join(local)}) ready at {timings['components']:.1f}s")
+        push_charts(repo.checkout / "bootstrap", registry, work)
+        argo = start_argocd(work, procs, k8s.plane, admin, repo, start_redis(work, procs, net), net)
+        timings["argocd"] = time.monotonic() - t0
+        log(f"git daemon, chart mirror, redis, Argo CD ready at {timings['argocd']:.1f}s")
 
-        # The rendered tree, in Argo CD's order; then what onboarding adds; then the live webhooks.
-        argo = gpugen_argo_sync(admin, bootstrap, inventory)
-        result = sync_tree(argo, tree)
-        if result.phase != "Succeeded":
-            raise ComponentFailed(f"Argo CD sync of {tree}: {result.phase}: {result.message} "
-                                  f"(waiting on {result.waiting_on})")
+        # The README's bootstrap, then Argo CD alone: the app-of-apps, the components, the gpugen Application.
+        bootstrap_argocd(argo)
+        argo.wait_applications(None, APPLICATIONS_TIMEOUT, repo.revision, check=runtime.check)
+        expected = expected_applications(repo.checkout / "bootstrap")
+        names = {a["metadata"]["name"] for a in argo.applications()}
+        if names != expected:
+            raise ComponentFailed(f"Argo CD has Applications {sorted(names)}, bootstrap/ renders {sorted(expected)}")
+        timings["synced"] = time.monotonic() - t0
+        log(f"Argo CD: {len(names)} Applications Synced and Healthy at {timings['synced']:.1f}s")
+
         onboard_research_namespaces(admin, inventory)
-        if "kyverno" in started:
-            wait_policies_live(admin, [o for o in tree_objects(tree) if o["apiVersion"].startswith("policies.kyverno.io/")],
-                               started["kyverno"])
-        if "kueue" in started:
-            wait_kueue_webhook(admin, inventory, started["kueue"])
+        policies = [o for o in tree_objects(tree) if o["apiVersion"].startswith("policies.kyverno.io/")]
+        if policies:
+            wait_policies_live(admin, policies, None)
+        if inventory.cluster.components.kueue.install:
+            wait_kueue_webhook(admin, inventory, None)
         researchers = researcher_identities(work, k8s.plane, inventory)
         timings["ready"] = time.monotonic() - t0
         log(f"FLAME ready in {timings['ready']:.1f}s")
-        return Flame(work, procs, k8s.plane, admin, k8s.plane.kubeconfig, inventory, researchers, local, k8s.nodes, timings,
-                     skipped, argo)
-    except BaseException:
+        return Flame(work, procs, k8s.plane, admin, k8s.plane.kubeconfig, inventory, inventory_file, researchers,
+                     argo, runtime, net, k8s.nodes, timings)
+    except BaseException as e:
+        hold = float(os.environ.get("GPUGEN_FLAME_HOLD_ON_FAILURE", "0"))
+        if hold and not isinstance(e, KeyboardInterrupt):  # a developer inspects the failed start-up first
+            log(f"start-up failed: {e}\nkept running {hold:.0f}s for inspection: "
+                f"KUBECONFIG={work / 'apiserver' / 'kubeconfig'}")
+            time.sleep(hold)
+        if runtime:
+            runtime.stop()
         procs.stop()
+        if net:
+            net.stop()
         raise
+
+
+def expected_applications(bootstrap: pathlib.Path) -> set[str]:
+    return {vs.load_one(f)["metadata"]["name"] for f in bootstrap.rglob("*.yaml")
+            if vs.load_one(f).get("kind") == "Application"}

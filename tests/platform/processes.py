@@ -24,6 +24,16 @@ def _die_with_parent():  # runs in the child between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _preexec(netns=None):
+    if netns is None:
+        return _die_with_parent
+
+    def both():
+        _die_with_parent()
+        netns.preexec()
+    return both
+
+
 def log_tail(path: pathlib.Path, chars=3000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
@@ -51,7 +61,8 @@ class Processes:
         self.started: list[Process] = []
 
     def start(self, name: str, argv: list[str], log: pathlib.Path, env: dict | None = None,
-              cwd: pathlib.Path | None = None) -> Process:
+              cwd: pathlib.Path | None = None, netns=None) -> Process:
+        """`netns`: a netns.PodNetwork the process runs in."""
         log = pathlib.Path(log)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
@@ -59,7 +70,7 @@ class Processes:
             out.flush()
             try:
                 popen = subprocess.Popen([str(a) for a in argv], stdout=out, stderr=subprocess.STDOUT,
-                                         env=env, cwd=cwd, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
+                                         env=env, cwd=cwd, preexec_fn=_preexec(netns), stdin=subprocess.DEVNULL)
             except OSError as e:
                 raise ComponentFailed(f"{name} could not be started: {e} (log: {log})") from e
         proc = Process(name, popen, log)

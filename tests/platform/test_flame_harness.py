@@ -1,5 +1,5 @@
 """The simulated FLAME's harness itself: processes never outlive it, a component that fails is named with its
-log, and the chart -> local process transform changes only what it documents (components.py)."""
+log, and the pod runtime changes only the listeners of what the charts run (pods.py)."""
 from __future__ import annotations
 
 import os
@@ -67,69 +67,65 @@ def test_processes_die_with_the_python_process_that_started_them(tmp_path):
     assert leftover_processes([child]) == []
 
 
-# ---------------------------------------------------------------- the transform, on the real charts
+# ---------------------------------------------------------------- the pod runtime's one change, on the real charts
+
+def test_listeners_on_all_interfaces_bind_the_pod_ip_and_nothing_else_changes():
+    from pods import _listeners
+    ip = "127.101.0.7"
+    assert _listeners("--metrics-bind-address=:8443", ip) == f"--metrics-bind-address={ip}:8443"
+    assert _listeners("--health-probe-bind-address=0.0.0.0:8081", ip) == f"--health-probe-bind-address={ip}:8081"
+    assert _listeners("[::]:9443", ip) == f"{ip}:9443"
+    for unchanged in ("--serverIP=10.0.0.1:443", "https://kyverno-svc.kyverno.svc:443/validate", "127.0.0.1:6060",
+                      "--webhookTimeout=10", "--loggingFormat=text", "localhost:8080"):
+        assert _listeners(unchanged, ip) == unchanged
+
 
 @pytest.fixture(scope="module")
-def localized(tmp_path_factory):
-    """Every component Application of the committed bootstrap/ through helm template and localize()."""
-    from components import chart_objects, component_applications, localize
-    from validation.control_plane import make_pki
+def chart_configurations():
+    """The controller-runtime Configuration files of the committed component Applications, as helm renders them
+    for Argo CD."""
+    from components import chart_objects, component_applications
     helm = vs.tool_bin("helm", "HELM_VERSION")
     if not os.access(helm, os.X_OK):
         vs.unavailable(f"{helm} is missing: run `bash tools/build.sh helm`")
-    work = tmp_path_factory.mktemp("localize")
-    (work / "pki").mkdir()
-    make_pki(work / "pki")
-
-    class Plane:  # localize needs only the CA
-        pki = work / "pki"
     out = {}
     for app in component_applications(vs.bootstrap_dir()):
-        name = app["metadata"]["labels"]["gpugen/component"]
-        objects = chart_objects(app)
-        out[name] = (app, objects, localize(name, objects, work / "components", Plane))
+        for o in chart_objects(app):
+            if o.get("kind") != "ConfigMap":
+                continue
+            for key, text in (o.get("data") or {}).items():
+                try:
+                    doc = yaml.safe_load(text)
+                except yaml.YAMLError:
+                    continue
+                if isinstance(doc, dict) and doc.get("kind") == "Configuration":
+                    out[f"{o['metadata']['name']}/{key}"] = doc
     if not out:
         vs.unavailable(f"no component Applications under {vs.bootstrap_dir()}")
     return out
 
 
-# What the transform may change in a controller-runtime Configuration: listeners and certificates only.
-LOCAL_KEYS = {"health", "metrics", "webhook", "internalCertManagement", "certManagement", "statusServer",
-              "leaderElection"}
-
-
-def test_kueue_runs_with_the_configuration_of_its_application(localized):
-    app, _, lc = localized["kueue"]
-    rendered = yaml.safe_load(app["spec"]["source"]["helm"]["valuesObject"]["managerConfig"]
-                              ["controllerManagerConfigYaml"])
-    (config_arg,) = [a for a in lc.argv if a.startswith("--config=")]
-    running = yaml.safe_load(pathlib.Path(config_arg.split("=", 1)[1]).read_text())
-    strip = lambda d: {k: v for k, v in d.items() if k not in LOCAL_KEYS}  # noqa: E731
-    # The chart adds only its release namespace to the Application's configuration.
-    assert strip(running) == {**strip(rendered), "namespace": app["spec"]["destination"]["namespace"]}
-    assert running["internalCertManagement"]["enable"] is False
-    assert running["webhook"]["host"] == "127.0.0.1"
-
-
-def test_only_listeners_and_certificates_are_localized(localized):
-    """Every config file: each listener is on 127.0.0.1; each webhook a loopback URL trusting the test CA; every
-    CRD, RBAC object and ConfigMap of the chart is applied unchanged; only the documented kinds are left out."""
-    for name, (_, objects, lc) in localized.items():
-        for hook_config in lc.webhooks:
-            for hook in hook_config["webhooks"]:
-                assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:"), (name, hook["name"])
-                assert "service" not in hook["clientConfig"]
-        applied = {(o["kind"], o["metadata"]["name"]) for o in lc.apply_first}
-        for o in objects:
-            if o["kind"] in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                             "ServiceAccount", "ConfigMap") and "helm.sh/hook" not in o["metadata"].get("annotations", {}):
-                assert (o["kind"], o["metadata"]["name"]) in applied, (name, o["kind"], o["metadata"]["name"])
-                assert o in lc.apply_first, f"{name}: {o['kind']} {o['metadata']['name']} was changed"
-        left_out = {o["kind"] for o in objects} - {o["kind"] for o in lc.apply_first} - {
-            "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
-        assert left_out <= {"Deployment", "APIService", "Pod", "Job", "CronJob"}, (name, left_out)
-        # An APIService pointing at a Service no pod backs makes discovery fail, which stalls namespace deletion.
-        assert "APIService" not in {o["kind"] for o in lc.apply_first}, name
-        listeners = [a for a in lc.argv if ":" in a and "=" in a and "127.0.0.1" not in a and "://" not in a
-                     and a.split("=", 1)[1].startswith(":")]
-        assert not listeners, (name, listeners)
+def test_configurations_change_only_their_listeners(chart_configurations):
+    """Kueue's, Trainer's and JobSet's Configuration as the pod runtime writes them: the webhook, probe and metrics
+    listeners on the pod's IP with their ports; every other field (certificates and cert management included) as
+    the chart has it."""
+    import copy
+    from pods import _localize_configuration
+    ip = "127.101.0.9"
+    assert len(chart_configurations) >= 3, sorted(chart_configurations)
+    for name, doc in chart_configurations.items():
+        local = _localize_configuration(copy.deepcopy(doc), ip, {"health": 8081, "metrics": 8443})
+        assert local["webhook"]["host"] == ip, name
+        for section, key in (("health", "healthProbeBindAddress"), ("metrics", "bindAddress")):
+            # Written out where the chart leaves it to the default (all interfaces, which pods would share).
+            port = str(doc[section][key]).rsplit(":", 1)[1] if key in (doc.get(section) or {}) else \
+                {"health": "8081", "metrics": "8443"}[section]
+            assert local[section][key] == f"{ip}:{port}", (name, local[section])
+        strip = lambda d: {k: v for k, v in d.items() if k not in ("webhook", "health", "metrics")}  # noqa: E731
+        assert strip(local) == strip(doc), name
+        for section in ("health", "metrics"):
+            keep = lambda d: {k: v for k, v in (d.get(section) or {}).items()  # noqa: E731
+                              if k not in ("healthProbeBindAddress", "bindAddress")}
+            assert keep(local) == keep(doc), (name, section)
+        assert {k: v for k, v in local["webhook"].items() if k != "host"} == \
+            {k: v for k, v in (doc.get("webhook") or {}).items() if k != "host"}, name

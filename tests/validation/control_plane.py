@@ -63,10 +63,11 @@ def wait_until(check, timeout, what, log=None):
     raise RuntimeError(f"timed out after {timeout}s waiting for {what} (last error: {last})\n{tail}")
 
 
-def start_process(cmd, log):
-    """Popen with stdout and stderr to the file `log`."""
+def start_process(cmd, log, netns=None):
+    """Popen with stdout and stderr to the file `log`; inside `netns` (tests/platform/netns.py) if given."""
     with open(log, "wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=netns.preexec if netns else None)
 
 
 def stop_process(proc):
@@ -105,6 +106,8 @@ def make_pki(d):
     issue_certificate(d, d, "server", "/CN=kube-apiserver",
                       "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
     issue_certificate(d, d, "admin", "/O=system:masters/CN=gpugen-admin", "extendedKeyUsage=clientAuth\n")
+    # The aggregator's client certificate towards aggregated API servers (Kueue's visibility API).
+    issue_certificate(d, d, "front-proxy-client", "/CN=front-proxy-client", "extendedKeyUsage=clientAuth\n")
     openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
 
@@ -144,8 +147,9 @@ class ControlPlane:
         self.stop()
 
 
-def start_control_plane(workdir) -> ControlPlane:
-    """Start etcd + kube-apiserver in `workdir` (an empty directory) and wait until /readyz answers."""
+def start_control_plane(workdir, netns=None) -> ControlPlane:
+    """Start etcd + kube-apiserver in `workdir` (an empty directory) and wait until /readyz answers. With `netns`
+    (tests/platform/netns.py) both run in that network namespace, reached from here on the same ports."""
     etcd = tool_bin("etcd", "ETCD_VERSION")
     kas = tool_bin("kube-apiserver", "KUBERNETES_VERSION")
     for b in (etcd, kas):
@@ -157,6 +161,9 @@ def start_control_plane(workdir) -> ControlPlane:
     d = pathlib.Path(workdir)
     make_pki(d)
     etcd_client, etcd_peer, secure = free_port(), free_port(), free_port()
+    if netns:
+        netns.forward(etcd_client)
+        netns.forward(secure)
     etcd_url = f"http://127.0.0.1:{etcd_client}"
     procs = []
     try:
@@ -167,7 +174,7 @@ def start_control_plane(workdir) -> ControlPlane:
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
             "--initial-cluster", f"gpugen=http://127.0.0.1:{etcd_peer}",
             "--unsafe-no-fsync", "--log-level", "warn",
-        ], d / "etcd.log"))
+        ], d / "etcd.log", netns))
         etcd_http = requests.Session()
         etcd_http.trust_env = False  # never via a proxy
         wait_until(lambda: etcd_http.get(etcd_url + "/health", timeout=2).json()["health"] == "true",
@@ -189,7 +196,16 @@ def start_control_plane(workdir) -> ControlPlane:
             # No nodes or Services here: keeps it from retrying a loopback `kubernetes` endpoint.
             "--endpoint-reconciler-type", "none",
             "--cert-dir", str(d / "certs"),
-        ], log))
+            # Aggregated APIs and webhooks reached through their Service's EndpointSlices (no kube-proxy here):
+            # the simulated FLAME's platform pods have addresses of their own (tests/platform/netns.py).
+            "--enable-aggregator-routing=true",
+            "--requestheader-client-ca-file", str(d / "ca.crt"),
+            "--requestheader-allowed-names", "front-proxy-client",
+            "--requestheader-username-headers", "X-Remote-User", "--requestheader-group-headers", "X-Remote-Group",
+            "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+            "--proxy-client-cert-file", str(d / "front-proxy-client.crt"),
+            "--proxy-client-key-file", str(d / "front-proxy-client.key"),
+        ], log, netns))
         kube = Kube(server, d / "ca.crt", d / "admin.crt", d / "admin.key")
         kubeconfig = write_kubeconfig(d / "kubeconfig", server, d / "ca.crt", d / "admin.crt", d / "admin.key")
 

@@ -95,7 +95,11 @@ def test_app_project_allows_exactly_the_kinds_the_chart_renders(component, clust
         group = obj["apiVersion"].rpartition("/")[0]
         _, namespaced = cluster.resources(obj["apiVersion"], refresh=True)[obj["kind"]]
         (namespaced_kinds if namespaced else cluster_kinds).add((group, obj["kind"]))
-    assert {(k["group"], k["kind"]) for k in project["clusterResourceWhitelist"]} == cluster_kinds
+    # Besides the chart's kinds, the component's own Namespace, by name: Argo CD creates it (CreateNamespace=true).
+    assert {"group": "", "kind": "Namespace", "name": app["spec"]["destination"]["namespace"]} in \
+        project["clusterResourceWhitelist"]
+    assert {(k["group"], k["kind"]) for k in project["clusterResourceWhitelist"] if k["kind"] != "Namespace"} == \
+        cluster_kinds
     assert {(k["group"], k["kind"]) for k in project["namespaceResourceWhitelist"]} == namespaced_kinds
 
 
@@ -159,3 +163,29 @@ def test_controllers_run_as_the_identities_the_policies_let_through(component):
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     namespace = app["spec"]["destination"]["namespace"]
     assert getattr(controller_identities(inventory), component) == f"system:serviceaccount:{namespace}:{account}"
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_argo_cd_leaves_the_certificates_the_controllers_write_alone(component):
+    """The Secrets an Application tells Argo CD to ignore (/data) are exactly the chart's Secrets that its
+    controller fills: the one its Configuration names as the webhook certificate's."""
+    import yaml as _yaml
+    app = applications()[component]
+    objects = rendered(component)[0]
+    ignored = {d["name"] for d in app["spec"].get("ignoreDifferences", []) if d["kind"] == "Secret"}
+    secrets = {o["metadata"]["name"] for o in objects if o["kind"] == "Secret"}
+    named = set()
+    for o in objects:
+        for text in (o.get("data") or {}).values() if o["kind"] == "ConfigMap" else ():
+            try:
+                doc = _yaml.safe_load(text)
+            except _yaml.YAMLError:
+                continue
+            if isinstance(doc, dict) and doc.get("kind") == "Configuration":
+                for key in ("internalCertManagement", "certManagement"):
+                    if (doc.get(key) or {}).get("webhookSecretName"):
+                        named.add(doc[key]["webhookSecretName"])
+    assert ignored == (secrets & named), (ignored, secrets, named)
+    if ignored:
+        assert "RespectIgnoreDifferences=true" in app["spec"]["syncPolicy"]["syncOptions"]
+

@@ -1,0 +1,184 @@
+"""Inventory changes as they reach FLAME: each one a commit to the cluster's repository that the real Argo CD
+(application controller and repo-server, told by a webhook-like refresh) syncs, on the platform it bootstrapped.
+They run after the researchers' journeys, on the same cluster, and each ends with the committed inventory synced
+back.
+
+- renaming a class's flavor: the new ResourceFlavor replaces the old one, and jobs are admitted on it;
+- removing a group while its job runs: `plan` predicts that the removal waits on the running workload, and Argo CD
+  waits on exactly that (the pruned ClusterQueue, held by Kueue until the job ends), then completes;
+- a change Kueue refuses (a hand edit that bypassed the generator): the sync fails with Kueue's message, the live
+  queue keeps its last good spec, and the fix committed next is what Argo CD's retry applies.
+(Removing a class is journey 8.)
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import yaml
+
+from journeys_support import (GPU, TIMEOUT, Timer, flame_cluster, no_jobs_left, poll, researcher,  # noqa: F401
+                              submit, wait_pods, wait_trainjob_complete, wait_workload, workload_of)
+from kube import conditions
+
+from argocd_local import describe_application
+from generator.plan import WAITS_ON_WORKLOADS
+
+CLASS = "gh200"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+SYNC_TIMEOUT = float(os.environ.get("GPUGEN_SYNC_TIMEOUT", "180"))
+
+
+def inventory_variant(flame, tmp_path: pathlib.Path, change) -> pathlib.Path:
+    doc = yaml.safe_load(flame.inventory_file.read_text())
+    change(doc)
+    out = tmp_path / "gpu_classes.yaml"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def gpugen_application(flame) -> dict:
+    name = flame.inventory.cluster.gitops.applicationName
+    return flame.admin.get("argoproj.io/v1alpha1", "Application", name, "argocd")
+
+
+def flavors_of(flame, queue: str) -> list[str]:
+    cq = flame.admin.get(KUEUE, "ClusterQueue", queue)
+    return [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
+
+
+def plan(flame, inventory: pathlib.Path) -> str:
+    """`gpugen plan` of `inventory` against what the cluster's repository has committed (what Argo CD synced)."""
+    checkout = flame.argocd.repo.checkout
+    site = checkout / ".plan-inventory.yaml"
+    from argocd_local import site_inventory
+    site.write_text(site_inventory(inventory, flame.argocd.repo.url, flame.argocd.repo.chart_mirror))
+    try:
+        done = subprocess.run([sys.executable, "-m", "generator", "plan", "--inventory", str(site), "--out", "rendered",
+                               "--base", "HEAD"], cwd=checkout, capture_output=True, text=True, timeout=120)
+    finally:
+        site.unlink()
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# ---------------------------------------------------------------- renaming a flavor
+
+def test_s1_renaming_a_flavor_moves_every_queue_to_the_new_flavor(flame_cluster, tmp_path):
+    flame = flame_cluster
+    a = next(iter(flame.inventory.groups))
+    renamed = inventory_variant(flame, tmp_path, lambda d: d["classes"][CLASS].__setitem__("flavor", "gh200-hopper"))
+    with Timer("s1 flavor rename"):
+        try:
+            flame.sync(renamed, "rename flavor gh200 -> gh200-hopper", SYNC_TIMEOUT)
+            poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", CLASS) is None, TIMEOUT, "flavor gh200 pruned")
+            assert flame.admin.get(KUEUE, "ResourceFlavor", "gh200-hopper")
+            for group in flame.inventory.groups:
+                assert flavors_of(flame, group) == ["gh200-hopper"], group
+            r = researcher(flame, a)
+            ns = r.namespaces[0]
+            _, job = submit(r, resources_per_node={"gpu": 1})
+            wl = wait_workload(r.client, ns, "TrainJob", job, "Admitted")
+            assignment = wl["status"]["admission"]["podSetAssignments"][0]
+            assert assignment["flavors"][GPU] == "gh200-hopper"
+            wait_trainjob_complete(r, ns, job)
+        finally:
+            flame.sync(flame.inventory_file, "flavor gh200 back", SYNC_TIMEOUT)
+        poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", "gh200-hopper") is None, TIMEOUT,
+             "flavor gh200-hopper pruned")
+        assert flavors_of(flame, a) == [CLASS]
+
+
+# ---------------------------------------------------------------- removing a group while its job runs
+
+def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(flame_cluster, tmp_path):
+    flame = flame_cluster
+    _, b = list(flame.inventory.groups)[:2]
+    rb = researcher(flame, b)
+    ns = rb.namespaces[0]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "long-gpu-job", "namespace": ns},
+           "spec": {"template": {
+               # KWOK's pod-complete Stage: this pod "runs" 45 s, long enough to remove the group meanwhile.
+               "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "45s"}},
+               "spec": {"restartPolicy": "Never", "containers": [{
+                   "name": "main", "image": flame.inventory.classes[CLASS].image, "command": ["python", "-c", "1"],
+                   "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}]}}}}
+    without_b = inventory_variant(flame, tmp_path, lambda d: d["groups"].pop(b))
+    predicted = plan(flame, without_b)
+    assert f"ClusterQueue {b}: {WAITS_ON_WORKLOADS}" in predicted, predicted
+    with Timer("s2 group removal"):
+        rb.client.create(job)
+        wait_workload(rb.client, ns, "Job", "long-gpu-job", "Admitted")
+        wait_pods(rb.client, ns, "job-name=long-gpu-job", 1, phase=("Running",))
+        try:
+            revision = flame.push(without_b, f"remove group {b}")
+
+            def pruned_and_held():
+                cq = flame.admin.get(KUEUE, "ClusterQueue", b)
+                return cq if cq and cq["metadata"].get("deletionTimestamp") else None
+            cq = poll(pruned_and_held, SYNC_TIMEOUT, f"Argo CD's sync of {revision[:8]} pruning ClusterQueue {b}")
+            # What the controller waits on, while Kueue holds the pruned ClusterQueue for B's running job.
+            op = gpugen_application(flame)["status"].get("operationState", {})
+            print(f"\nClusterQueue {b} Terminating, finalizers {cq['metadata'].get('finalizers')}; Argo CD's "
+                  f"operation at {op.get('operation', {}).get('sync', {}).get('revision', '')[:8]}: "
+                  f"{op.get('phase')}: {op.get('message')}")
+            assert "kueue.x-k8s.io/resource-in-use" in cq["metadata"].get("finalizers", [])
+            wl = workload_of(flame.admin, ns, "Job", "long-gpu-job")
+            assert conditions(wl)["Admitted"]["status"] == "True"
+            # The job ends; Kueue lets the ClusterQueue go; the sync completes.
+            flame.argocd.wait_applications(None, SYNC_TIMEOUT, revision, check=flame.check_running)
+            assert flame.admin.get(KUEUE, "ClusterQueue", b) is None
+            assert conditions(flame.admin.get("batch/v1", "Job", "long-gpu-job", ns)).get("Complete", {}) \
+                .get("status") == "True"
+            # The group's namespace and its PVCs stay (never pruned): deleting them is a human decision.
+            assert flame.admin.get("v1", "Namespace", ns)["status"]["phase"] == "Active"
+            assert flame.admin.get("v1", "PersistentVolumeClaim", flame.inventory.cluster.storage.home.claimName, ns)
+        finally:
+            flame.sync(flame.inventory_file, f"group {b} back", SYNC_TIMEOUT)
+        assert flame.admin.get(KUEUE, "ClusterQueue", b)
+        assert flame.admin.get(KUEUE, "LocalQueue", "default", ns)
+
+
+# ---------------------------------------------------------------- a change Kueue refuses
+
+def test_s3_a_change_kueue_refuses_fails_the_sync_and_the_next_commit_repairs_it(flame_cluster):
+    flame = flame_cluster
+    a = next(iter(flame.inventory.groups))
+
+    def lend_more_than_owned(checkout: pathlib.Path):
+        """A hand edit of rendered/ (the generator refuses this inventory): a lending limit above the nominal
+        quota, which only Kueue's admission webhook checks."""
+        path = checkout / "rendered" / "kueue" / "clusterqueue" / f"{a}.yaml"
+        text = path.read_text()
+        cq = yaml.safe_load(text)
+        resource = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+        resource["lendingLimit"] = str(int(resource["nominalQuota"]) + 1) if str(resource["nominalQuota"]).isdigit() \
+            else "1000"
+        header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+        path.write_text(header + yaml.safe_dump(cq, sort_keys=False))
+
+    before = flame.admin.get(KUEUE, "ClusterQueue", a)["spec"]
+    with Timer("s3 refused change"):
+        try:
+            bad = flame.push(flame.inventory_file, "hand edit: lend more than owned", edit=lend_more_than_owned)
+
+            def refused():
+                op = gpugen_application(flame).get("status", {}).get("operationState", {})
+                message = op.get("message", "") + " ".join(
+                    r.get("message", "") for r in op.get("syncResult", {}).get("resources", []) or [])
+                at_bad = op.get("syncResult", {}).get("revision") == bad or op.get("operation", {}).get(
+                    "sync", {}).get("revision") == bad
+                return message if at_bad and "denied the request" in message else None
+            message = poll(refused, SYNC_TIMEOUT, "Argo CD's sync refused by Kueue's webhook")
+            print(f"\nArgo CD: {message}")
+            assert "lendingLimit" in message or "lending" in message.lower(), message
+            # The live ClusterQueue keeps its last good spec.
+            assert flame.admin.get(KUEUE, "ClusterQueue", a)["spec"] == before
+        finally:
+            fixed = flame.push(flame.inventory_file, "revert the hand edit")
+        # Argo CD's next retry syncs the newest commit (retry.refresh), without anyone stepping in.
+        apps = flame.argocd.wait_applications(None, SYNC_TIMEOUT, fixed, check=flame.check_running)
+        print("\n".join(describe_application(x) for x in apps))
+        assert flame.admin.get(KUEUE, "ClusterQueue", a)["spec"] == before
