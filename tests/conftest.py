@@ -64,3 +64,13 @@ def snapshot(directory):
     """Every file under `directory` with its bytes and mtime: equal snapshots mean nothing was written."""
     return {p.relative_to(directory).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
             for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def flame_cluster(tmp_path_factory, request):
+    """The simulated FLAME, delivered by the real Argo CD: one cluster for the whole session, shared by
+    tests/journeys and tests/policies/test_live_admission.py (tests/journeys/journeys_support.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "journeys"))
+    from journeys_support import flame_session  # noqa: PLC0415
+    yield from flame_session(tmp_path_factory, request)
+

@@ -34,10 +34,10 @@ TIMEOUT = float(os.environ.get("GPUGEN_JOURNEY_TIMEOUT", "90"))
 TIMINGS: dict[str, float] = {}
 
 
-@pytest.fixture(scope="session")
-def flame_cluster(tmp_path_factory, request):
-    """The simulated FLAME with the committed tree, for the whole session; every process stopped at the end
-    (and checked to be gone). The measured times are printed in pytest's summary."""
+def flame_session(tmp_path_factory, request):
+    """The body of the session fixture `flame_cluster` (tests/conftest.py, so that every test module shares ONE
+    cluster): the simulated FLAME with the committed tree, every process stopped at the end (and checked to be
+    gone). The measured times are printed in pytest's summary."""
     try:
         flame = flame_mod.start_flame(tmp_path_factory.mktemp("flame"), log=lambda m: print(m, file=sys.stderr))
     except flame_mod.ToolMissing as e:

@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from journeys_support import (GPU, TIMEOUT, Timer, flame_cluster, no_jobs_left, pods_of_jobset, poll,  # noqa: F401
+from journeys_support import (GPU, TIMEOUT, Timer, no_jobs_left, pods_of_jobset, poll,  # noqa: F401
                               researcher, submit, trainer_client, wait_pods, wait_trainjob_complete,
                               wait_workload, workload_of)
 from kube import ApiError, Client, conditions

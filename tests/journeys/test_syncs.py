@@ -17,7 +17,7 @@ import sys
 
 import yaml
 
-from journeys_support import (GPU, TIMEOUT, Timer, flame_cluster, no_jobs_left, poll, researcher,  # noqa: F401
+from journeys_support import (GPU, TIMEOUT, Timer, no_jobs_left, poll, researcher,  # noqa: F401
                               submit, wait_pods, wait_trainjob_complete, wait_workload, workload_of)
 from kube import conditions
 

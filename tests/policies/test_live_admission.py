@@ -15,7 +15,7 @@ for path in (TESTS, TESTS / "journeys", TESTS / "platform"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from journeys_support import flame_cluster, researcher  # noqa: E402,F401
+from journeys_support import researcher  # noqa: E402,F401
 from kube import ApiError  # noqa: E402
 from test_policies import REGISTRY, registry  # noqa: E402,F401
 

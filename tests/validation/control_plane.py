@@ -21,10 +21,12 @@ Missing binaries: `start_control_plane` calls `unavailable()`, a failure when CI
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import pathlib
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -65,9 +67,12 @@ def wait_until(check, timeout, what, log=None):
 
 def start_process(cmd, log, netns=None):
     """Popen with stdout and stderr to the file `log`; inside `netns` (tests/platform/netns.py) if given."""
+    def preexec():  # between fork and exec: die with the test process, even a killed one; into netns
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if netns:
+            netns.preexec()
     with open(log, "wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                preexec_fn=netns.preexec if netns else None)
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=preexec)
 
 
 def stop_process(proc):
