@@ -117,6 +117,18 @@ class PodNetwork:
         self._forwarders.append(f)
         f.start()
 
+    def expose(self, port: int):
+        """127.0.0.1:port inside relays to 127.0.0.1:port on the host (a test's server the cluster must reach,
+        such as the image registry of the image-architecture policy)."""
+        with self.entered():
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", int(port)))
+            listener.listen(64)
+        f = _Forwarder(self, listener, int(port), inward=False)
+        self._forwarders.append(f)
+        f.start()
+
     def connect_inside(self, port: int) -> socket.socket:
         with self.entered():
             s = socket.socket()
@@ -141,9 +153,9 @@ class PodNetwork:
 class _Forwarder(threading.Thread):
     """Relays every connection to one port, both ways, until stopped."""
 
-    def __init__(self, net: PodNetwork, listener: socket.socket, port: int):
+    def __init__(self, net: PodNetwork, listener: socket.socket, port: int, inward: bool = True):
         super().__init__(name=f"forward-{port}", daemon=True)
-        self.net, self.listener, self.port = net, listener, port
+        self.net, self.listener, self.port, self.inward = net, listener, port, inward
         self.selector = selectors.DefaultSelector()
         self._stopping = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -167,7 +179,8 @@ class _Forwarder(threading.Thread):
                     if key.data == "accept":
                         client, _ = self.listener.accept()
                         try:
-                            inside = self.net.connect_inside(self.port)
+                            inside = self.net.connect_inside(self.port) if self.inward else \
+                                socket.create_connection(("127.0.0.1", self.port))
                         except OSError:
                             client.close()
                             continue

@@ -45,6 +45,8 @@ def refused(client, obj) -> str:
 def test_live_image_architecture_against_the_registry(flame_cluster, registry):
     r = researcher(flame_cluster, GROUP)
     ns, address = r.namespaces[0], registry[REGISTRY]
+    # The registry runs beside the tests; Kyverno runs in the simulation's network namespace.
+    flame_cluster.network.expose(int(address.rsplit(":", 1)[1]))
     # Accepted: buildx's arm64-only index with its attestation (the patched loader), and a multi-arch index.
     for name, tag in (("live-arm64-attested", "arm64-attested"), ("live-multi-arch", "multi")):
         r.client.create(trainjob(ns, name, f"{address}/vision/train:{tag}"))
