@@ -37,6 +37,12 @@ make_wrapper() {
   touch .ready
 }
 
+# build_failed TOOL LOG: the log's tail and one ERROR line naming the tool.
+build_failed() {
+  tail -n 20 "$2" >&2
+  echo "ERROR: could not build $1 (see $2)" >&2
+}
+
 # build TOOL MODULE PACKAGE [LDFLAGS]
 build() {
   local tool="$1" module="$2" pkg="$3" ldflags="${4:-}"
@@ -64,11 +70,7 @@ build() {
     mv "$6.tmp" "$6"' _ "$wrapper" "$module" "$version" "$pkg" "$ldflags" "$bin" >"$log" 2>&1
   rc=$?
   set -e
-  if [ $rc -ne 0 ]; then
-    tail -n 20 "$log" >&2
-    echo "ERROR: could not build $tool (see $log)" >&2
-    return 1
-  fi
+  [ $rc -eq 0 ] || { build_failed "$tool" "$log"; return 1; }
   ln -sfn "$(basename "$bin")" "$BIN_DIR/$tool"
   report_built "$tool" "$start"
 }
@@ -104,11 +106,7 @@ build_main() {
     mv "$6.tmp" "$6"' _ "$wrapper" "$module" "$version" "$main_dir" "$ldflags" "$bin" "${pkgs[@]}" >"$log" 2>&1
   rc=$?
   set -e
-  if [ $rc -ne 0 ]; then
-    tail -n 20 "$log" >&2
-    echo "ERROR: could not build $tool (see $log)" >&2
-    return 1
-  fi
+  [ $rc -eq 0 ] || { build_failed "$tool" "$log"; return 1; }
   echo "$src_hash" >"$bin.src"
   ln -sfn "$(basename "$bin")" "$BIN_DIR/$tool"
   report_built "$tool" "$start"

@@ -29,6 +29,8 @@ import socket
 import subprocess
 import threading
 
+from validation.control_plane import stop_process
+
 POD_NETWORK = ipaddress.ip_network("198.18.0.0/16")
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
@@ -139,13 +141,7 @@ class PodNetwork:
         for f in self._forwarders:
             f.stop()
         self._forwarders.clear()
-        if self.holder.poll() is None:
-            self.holder.terminate()
-            try:
-                self.holder.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.holder.kill()
-                self.holder.wait()
+        stop_process(self.holder)
         with contextlib.suppress(OSError):
             os.close(self._host_fd)
 

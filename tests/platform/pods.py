@@ -36,7 +36,6 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
 import threading
 import time
 import traceback
@@ -46,6 +45,7 @@ import yaml
 
 from processes import Process, Processes, log_tail
 from kube import ApiError, Client
+from validation.control_plane import stop_process
 
 from netns import POD_NETWORK  # noqa: E402 (the simulation's network namespace)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -435,13 +435,8 @@ class PodRuntime:
 
     def _kill(self, running: RunningPod):
         p = running.process
-        if p and p.popen.poll() is None:
-            p.popen.terminate()
-            try:
-                p.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.popen.kill()
-                p.popen.wait()
+        if p:
+            stop_process(p.popen)
         if p in self.procs.started:
             self.procs.started.remove(p)
 
