@@ -203,6 +203,30 @@ def test_huge_integer_and_impossible_date_are_refused_at_their_line():
             load_inventory_text(text, "inv.yaml")
 
 
+@pytest.mark.parametrize("needle, tagged", [
+    ("cacheEnv:", "cacheEnv: !!python/object:os.system"),
+    ("cacheEnv:", "cacheEnv: !!python/object/new:os.system"),
+    ("cacheEnv:", "cacheEnv: !!set"),
+    ("cacheEnv:", "cacheEnv: !!omap"),
+    ("cacheEnv:", "cacheEnv: !local"),
+    ("namespaces: [vision-lab]", "namespaces: !!python/tuple [vision-lab]"),
+    ("namespaces: [vision-lab]", "namespaces: !!pairs [vision-lab]"),
+    ("HF_HOME:", "HF_HOME: !!python/name:os.system x"),
+])
+def test_a_tag_on_a_mapping_list_or_scalar_is_refused_at_its_line(needle, tagged, tmp_path):
+    # A collection's tag used to be dropped in silence while the same tag on a scalar was refused.
+    text = FLAME.replace(needle, tagged, 1)
+    assert text != FLAME
+    result = CliRunner().invoke(main, ["render", "--inventory", str(write(tmp_path, text)), *outputs(tmp_path)])
+    assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line_of(text, tagged), "tag", tmp_path)
+
+
+def test_plain_tags_on_collections_are_accepted():
+    text = FLAME.replace("cacheEnv:", "cacheEnv: !!map", 1).replace("namespaces: [vision-lab]",
+                                                                     "namespaces: !!seq [vision-lab]", 1)
+    assert load_inventory_text(text, "inv.yaml") == load_inventory_text(FLAME, "inv.yaml")
+
+
 def test_merge_key_with_override_is_accepted_and_duplicates_are_not():
     anchored = FLAME.replace("    perNode:\n", "    perNode: &node\n", 1)
     # A second class whose perNode merges the first one's and overrides cpu.

@@ -103,6 +103,7 @@ class _Positions:
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_COLLECTION_TAGS = {"MappingNode": "tag:yaml.org,2002:map", "SequenceNode": "tag:yaml.org,2002:seq"}
 
 
 def _where(node: yaml.Node) -> tuple[int, int]:
@@ -126,6 +127,17 @@ def _scalar(node: yaml.Node, loader: "_InventoryLoader") -> Any:
     except Exception as exc:  # noqa: BLE001 - e.g. an int of 5,000 digits, a 13th month, an empty `!!int`
         raise _DocumentError(_where(node), f"YAML: cannot read {node.value!r:.60} as {node.tag.rsplit(':', 1)[-1]}: "
                                            f"{exc}") from None
+
+
+def _check_collection_tag(node: yaml.Node, loc: Loc) -> None:
+    # The builder reads a mapping or a list by its shape alone; a tag on it (`!!python/object`, `!!set`,
+    # `!!omap`, a local `!thing`) would be dropped in silence, so it is refused as it is on a scalar.
+    expected = _COLLECTION_TAGS[type(node).__name__]
+    if node.tag != expected:
+        shape = "mapping" if type(node) is yaml.MappingNode else "list"
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!", 1)
+        raise _DocumentError(_where(node), f"YAML: tag {tag:.80} on a {shape} is not allowed (the inventory is "
+                                           "plain YAML: mappings, lists and scalars, untagged)", field_path(loc))
 
 
 def _key(key_node: yaml.Node, loader: "_InventoryLoader") -> Any:
@@ -167,6 +179,8 @@ class _Builder:
 
     def build(self, node: yaml.Node | None, loc: Loc = ()) -> Any:
         kind = type(node)
+        if kind is yaml.MappingNode or kind is yaml.SequenceNode:
+            _check_collection_tag(node, loc)
         if kind is yaml.MappingNode:
             return self._mapping(node, loc)
         if kind is yaml.SequenceNode:
