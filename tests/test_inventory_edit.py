@@ -109,3 +109,23 @@ def test_invalid_edits_are_refused_and_write_nothing(args, reason, inventory):
     assert re.search(reason, result.stderr), result.stderr
     assert "nothing written" in result.stderr
     assert (inventory.read_bytes(), inventory.stat().st_mtime_ns) == before
+
+
+@pytest.mark.parametrize("mode", [0o444, 0o400, 0o555])
+@pytest.mark.parametrize("through_link", [False, True])
+def test_a_read_only_inventory_is_refused_not_replaced(mode, through_link, inventory):
+    # Editors refuse to write a file someone made read-only; replacing it by rename would succeed (even as
+    # root), so the edit must look at the file's mode itself.
+    target = inventory
+    if through_link:
+        target = inventory.with_name("link.yaml")
+        target.symlink_to(inventory.name)
+    inventory.chmod(mode)
+    before = inventory.read_bytes(), inventory.stat().st_ino, inventory.stat().st_mtime_ns
+    result = CliRunner().invoke(main, ["inventory", *EDITS["set-image"][:1], "--inventory", str(target),
+                                       *EDITS["set-image"][1:]])
+    assert result.exit_code == 2, result.output
+    assert re.search(rf"read-only \(mode 0{mode:o}\).*nothing written", result.stderr), result.stderr
+    assert (inventory.read_bytes(), inventory.stat().st_ino, inventory.stat().st_mtime_ns) == before
+    assert sorted(path.name for path in inventory.parent.iterdir()) == sorted(
+        ["gpu_classes.yaml"] + (["link.yaml"] if through_link else [])), "no temporary or lock file left"

@@ -9,7 +9,9 @@ so every other line stays byte for byte as it was (CRLF files stay CRLF).
 from __future__ import annotations
 
 import io
+import os
 import re
+import stat
 import warnings
 from collections.abc import Callable
 from difflib import SequenceMatcher
@@ -284,6 +286,17 @@ def _kept_original_positions(bare: list[str], merged: list[str]) -> dict[int, in
     return positions
 
 
+def _refuse_read_only(target: Path) -> None:
+    # Someone made the file read-only on purpose; editors refuse to write it, and so do we. The replace
+    # itself would succeed (it renames over the file), and root passes os.access, hence the mode bits too.
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return  # reading reports it
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise EditRefused(f"the file is read-only (mode {mode:04o}); make it writable (chmod u+w) to edit it")
+
+
 def apply_edit(path: Path, edit: Edit) -> str:
     """Edit the file at `path` (through a symlink: the link stays, its target is edited); write it only if
     the result is a valid inventory. Returns the new text.
@@ -293,6 +306,7 @@ def apply_edit(path: Path, edit: Edit) -> str:
     target = resolve_output(path)
     with output_lock([target]):
         remove_leftovers(target)
+        _refuse_read_only(target)
         original = decode_inventory(read_inventory_bytes(target), str(path))
         # Validate the starting point too: editing a broken file would blame the edit for old problems.
         load_inventory_text(original, str(path))
