@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +17,9 @@ def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
     try:
         result = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=False)
     except FileNotFoundError:
-        raise GitError("git is not installed") from None
+        # Raised for a missing working directory too, not only for a missing git.
+        raise GitError("git is not installed" if shutil.which("git") is None
+                       else f"directory {cwd} does not exist") from None
     if result.returncode != 0:
         raise GitError(result.stderr.decode(errors="replace").strip() or f"git {' '.join(args)} failed")
     return result.stdout
@@ -25,7 +28,9 @@ def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
 def files_at(ref: str, directory: Path) -> Files:
     """{path relative to directory: content} of every file under `directory` at `ref`; {} if it did not exist."""
     directory = directory.resolve()
-    probe = directory if directory.exists() else directory.parent
+    probe = directory
+    while not probe.is_dir() and probe != probe.parent:  # the directory may exist only at `ref`
+        probe = probe.parent
     top = Path(_git(probe, "rev-parse", "--show-toplevel").decode().strip())
     prefix = directory.relative_to(top).as_posix()
     _git(top, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")

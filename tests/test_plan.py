@@ -10,6 +10,7 @@ text before committing it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -190,6 +191,30 @@ def test_cli_plan_against_a_git_base(tmp_path):
     missing = CliRunner().invoke(main, ["plan", *args, "--base", "no-such-ref"])
     assert missing.exit_code == 2
     assert "cannot read" in missing.stderr
+
+
+def test_cli_plan_with_out_under_a_missing_directory(tmp_path, monkeypatch):
+    """--out under a directory that does not exist: inside a repository the base simply had no such tree
+    (everything is added); outside one git says so; and a missing git is reported only when git is missing."""
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    inventory = tmp_path / "gpu_classes.yaml"
+    inventory.write_text(FLAME)
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "base")
+    inside = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", str(tmp_path / "a" / "b" / "rendered")])
+    assert inside.exit_code == 0, inside.output
+    assert re.match(r"Plan: [1-9]\d* added, 0 changed, 0 removed", inside.output), inside.output
+    outside = tmp_path.parent / f"{tmp_path.name}-not-a-repository"
+    outside.mkdir()
+    result = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", str(outside / "a" / "rendered")])
+    assert result.exit_code == 2 and "not a git repository" in result.stderr, result.output
+    assert "git is not installed" not in result.stderr
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+    result = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", str(tmp_path / "rendered")])
+    assert result.exit_code == 2 and "git is not installed" in result.stderr, result.output
 
 
 @pytest.mark.parametrize("limit", [1500, 3000, 600])
