@@ -7,8 +7,10 @@ bootstrap/
   platform/   one AppProject and one Application per component, the chart repositories, and the gpugen
               Application (last wave)
 
-Order: the root Application syncs its children in sync waves (Kyverno, JobSet, Trainer, Kueue, then gpugen), so
-CRDs and webhooks are there before the objects that need them. Argo CD waits for a child Application to be
+Order: the root Application syncs its children in sync waves, so CRDs and webhooks are there before the objects
+that need them: JobSet, then Trainer (its controller watches JobSets), then Kueue (its TrainJob and JobSet
+integrations start with their CRDs present) together with Kyverno (which needs no other component: sharing Kueue's
+wave overlaps the two longest installs, both dominated by their CRDs), then gpugen. Argo CD waits for a child Application to be
 Healthy before the next wave only when its Application health check is enabled (argocd-cm
 `resource.customizations.health.argoproj.io_Application`; README: "Bootstrapping a cluster"); without it the
 gpugen Application still converges through SkipDryRunOnMissingResource and its retry.
@@ -27,7 +29,7 @@ from generator.naming import KUBE_SYSTEM, research_namespaces
 from generator.inventory.models import Component, Inventory
 
 COMPONENT_LABEL = "gpugen/component"
-APP_WAVES = {"kyverno": "0", "jobset": "1", "trainer": "2", "kueue": "3", "gpugen": "10"}
+APP_WAVES = {"jobset": "0", "trainer": "1", "kueue": "2", "kyverno": "2", "gpugen": "10"}
 
 # Kinds Argo CD applies for each component's chart (checked against `helm template` of the pinned charts by
 # tests/validation/test_platform_charts.py): the AppProject of each Application allows exactly these. Helm hooks
