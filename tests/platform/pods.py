@@ -49,6 +49,7 @@ from validation.control_plane import stop_process
 
 from netns import POD_NETWORK  # noqa: E402 (the simulation's network namespace)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+CRASH_LOOP = 5  # restarts after which a pod's container counts as failed (kubelet would be in CrashLoopBackOff)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -387,6 +388,11 @@ class PodRuntime:
                 running.ready = False
                 self.log(f"pod {running.namespace}/{running.name} exited "
                          f"({running.process.popen.returncode}); restarting (log: {running.process.log})")
+                if running.restarts >= CRASH_LOOP:
+                    self.errors.append(f"pod {running.namespace}/{running.name} keeps exiting ({running.restarts} "
+                                       f"restarts; log: {running.process.log})\n{log_tail(running.process.log)}")
+                if running.process in self.procs.started:
+                    self.procs.started.remove(running.process)
                 self._report(pod, running, "Running")
                 time.sleep(min(5, running.restarts))
             if not complete:
@@ -395,6 +401,7 @@ class PodRuntime:
             log = self.work / "logs" / f"{running.namespace}.{running.name}.log"
             running.process = self.procs.start(f"pod {running.namespace}/{running.name}", running.argv, log,
                                                env=running.env, netns=self.netns)
+            running.process.supervised = True  # this runtime restarts it, or reports its Job pod's end
             return
         if not running.ready and self._probe(running):
             running.ready = True

@@ -46,6 +46,7 @@ class Process:
     name: str
     popen: subprocess.Popen
     log: pathlib.Path
+    supervised: bool = False  # a pod's container: the pod runtime restarts it and reports a crash loop
 
     def check_running(self):
         """Raise ComponentFailed (naming the component and its log) if the process has exited."""
@@ -77,12 +78,12 @@ class Processes:
         self.started.append(proc)
         return proc
 
-    def stop(self):
-        """SIGTERM to all (newest first), then SIGKILL whatever has not exited 15 s later."""
+    def stop(self, grace: float = 15):
+        """SIGTERM to all (newest first), then SIGKILL whatever has not exited `grace` seconds later."""
         for p in reversed(self.started):
             if p.popen.poll() is None:
                 p.popen.terminate()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + grace
         for p in reversed(self.started):
             try:
                 p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -96,7 +97,8 @@ class Processes:
 
     def check_running(self):
         for p in self.started:
-            p.check_running()
+            if not p.supervised:
+                p.check_running()
 
 
 def wait_ready(proc: Process | None, check, timeout: float, what: str, log: pathlib.Path | None = None):
