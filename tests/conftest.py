@@ -66,11 +66,31 @@ def snapshot(directory):
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+def _journeys_support():
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "journeys"))
+    import journeys_support  # noqa: PLC0415
+    return journeys_support
+
+
 @pytest.fixture(scope="session")
 def flame_cluster(tmp_path_factory, request):
     """The simulated FLAME, delivered by the real Argo CD: one cluster for the whole session, shared by
     tests/journeys and tests/policies/test_live_admission.py (tests/journeys/journeys_support.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "journeys"))
-    from journeys_support import flame_session  # noqa: PLC0415
-    yield from flame_session(tmp_path_factory, request)
+    yield from _journeys_support().flame_session(tmp_path_factory, request)
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
+def pytest_collection_modifyitems(session, config, items):
+    """The tests on the simulated FLAME run last, and the cluster starts now, in the background: its start (mostly
+    waiting for Argo CD's waves) overlaps the other tiers instead of adding to them."""
+    on_flame = [item for item in items if "flame_cluster" in getattr(item, "fixturenames", ())]
+    if not on_flame or config.getoption("collectonly"):
+        return
+    items[:] = [item for item in items if item not in on_flame] + on_flame
+    _journeys_support().start_flame_early(config._tmp_path_factory)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if "journeys_support" in sys.modules:
+        sys.modules["journeys_support"].stop_flame()
 

@@ -432,7 +432,8 @@ class Platform:
         # The rendered Application's own sync options decide PruneLast, as on the cluster.
         app_options = gpugen_application()["spec"]["syncPolicy"]["syncOptions"]
         self.argo = argo_sync.ArgoSync(api, gpugen_application()["metadata"]["name"],
-                                       prune_last="PruneLast=true" in app_options, propagation="Background")
+                                       prune_last="PruneLast=true" in app_options, propagation="Background",
+                                       destination_namespace=gpugen_application()["spec"]["destination"]["namespace"])
         self.last_sync = None
         self.previous_objects: list[dict] = []
         self.tree: pathlib.Path | None = None

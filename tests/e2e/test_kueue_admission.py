@@ -456,7 +456,8 @@ def test_without_prune_last_removing_a_class_never_finishes(flame, tmp_path):
     _admit_one_job_per_group(flame)
     tree = _variant_tree(tmp_path, _replace_gh200_with_h100)
     desired = [o for o in tree_objects(tree) if flame.api.serves(o["apiVersion"], o["kind"])]
-    stuck = argo_sync.ArgoSync(flame.api, flame.argo.app, prune_last=False, propagation="Background")
+    stuck = argo_sync.ArgoSync(flame.api, flame.argo.app, prune_last=False, propagation="Background",
+                               destination_namespace=flame.argo.destination_namespace)
     stuck.kinds = set(flame.argo.kinds)
     result = stuck.sync(desired, timeout=15)
     print(f"\nwithout PruneLast: {result.phase}: {result.waiting_on}\n  " + "\n  ".join(result.steps))

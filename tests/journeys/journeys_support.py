@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
+import threading
 import time
 
 import pytest
+import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 PLATFORM = HERE.parent / "platform"
@@ -27,27 +29,87 @@ import flame as flame_mod  # noqa: E402
 from kube import Client, conditions, poll  # noqa: E402
 from processes import leftover_processes  # noqa: E402
 
+import argo_sync  # noqa: E402
+from generator.inventory import load_inventory  # noqa: E402
 from generator.naming import research_namespaces  # noqa: E402
+from generator.tree import render_trees  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 TIMEOUT = float(os.environ.get("GPUGEN_JOURNEY_TIMEOUT", "90"))
 TIMINGS: dict[str, float] = {}
 
 
+class FlameStarter:
+    """The simulated FLAME started in a thread of its own, so that it can come up while other tests run (the
+    tests/conftest.py hook starts it as soon as the session's tests are collected). The same thread stops it
+    again: the processes it starts die with the thread that started them (PR_SET_PDEATHSIG), so it lives until
+    stop()."""
+
+    def __init__(self, work: pathlib.Path):
+        self.flame = None
+        self.error: BaseException | None = None
+        self.log: list[str] = []
+        self._ready, self._stop = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(work,), name="flame", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: pathlib.Path):
+        try:
+            self.flame = flame_mod.start_flame(work, log=self.log.append)
+        except BaseException as e:  # noqa: BLE001 - handed to the test that asks for the cluster
+            self.error = e
+        self._ready.set()
+        if self.flame is not None:
+            self._stop.wait()
+            self.flame.stop()
+
+    def get(self):
+        self._ready.wait()
+        if self.error is not None:
+            raise self.error
+        return self.flame
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+STARTED: list[FlameStarter] = []  # the session's one cluster, once something asked for it
+
+
+def start_flame_early(tmp_path_factory) -> FlameStarter:
+    if not STARTED:
+        STARTED.append(FlameStarter(tmp_path_factory.mktemp("flame")))
+    return STARTED[0]
+
+
+def stop_flame() -> None:
+    """Stops the session's cluster, also when no test that uses it ran (pytest_sessionfinish)."""
+    while STARTED:
+        STARTED.pop().stop()
+
+
 def flame_session(tmp_path_factory, request):
     """The body of the session fixture `flame_cluster` (tests/conftest.py, so that every test module shares ONE
     cluster): the simulated FLAME with the committed tree, every process stopped at the end (and checked to be
     gone). The measured times are printed in pytest's summary."""
+    starter = start_flame_early(tmp_path_factory)
     try:
-        flame = flame_mod.start_flame(tmp_path_factory.mktemp("flame"), log=lambda m: print(m, file=sys.stderr))
+        flame = starter.get()
     except flame_mod.ToolMissing as e:
+        stop_flame()
         vs.unavailable(str(e))
-    TIMINGS["warm start"] = flame.timings["ready"]
+    except BaseException:
+        stop_flame()
+        raise
+    finally:
+        print("\n".join(starter.log), file=sys.stderr)
+    TIMINGS["start"] = flame.timings["ready"]
     pids = flame.procs.pids()
     try:
         yield flame
     finally:
-        flame.stop()
+        stop_flame()
         reporter = request.config.pluginmanager.getplugin("terminalreporter")
         capture = request.config.pluginmanager.getplugin("capturemanager")
         if reporter and capture:
@@ -143,3 +205,40 @@ class Timer:
 
     def __exit__(self, *exc):
         TIMINGS[self.name] = time.monotonic() - self.t
+
+
+# ---------------------------------------------------------------- the model against the real controller
+
+def modelled_tasks(flame, inventory_file: pathlib.Path) -> list[tuple]:
+    """The tasks the model (tests/platform/argo_sync.py, used by the tiers without Argo CD) plans for syncing the
+    gpugen Application from the cluster's live state to `inventory_file`'s render. Call it before the push."""
+    trees = render_trees(load_inventory(inventory_file), inventory_file.name)
+    desired = [yaml.safe_load(content) for path, content in trees.synced.items() if path != "kustomization.yaml"]
+    name = flame.inventory.cluster.gitops.applicationName
+    (application,) = [o for o in map(yaml.safe_load, trees.bootstrap.values())
+                      if o.get("kind") == "Application" and o["metadata"]["name"] == name]
+    model = argo_sync.ArgoSync(flame.admin, name,
+                               prune_last="PruneLast=true" in application["spec"]["syncPolicy"]["syncOptions"],
+                               destination_namespace=application["spec"]["destination"].get("namespace", ""))
+    # Kinds the Application manages now (what it may have to prune), as the controller's cluster cache knows them.
+    model.kinds |= {(o["apiVersion"], o["kind"]) for o in vs.tree_objects(flame.argocd.repo.checkout / "rendered")}
+    return model.task_list(desired)
+
+
+def assert_model_agrees(flame, modelled: list[tuple], mark: int) -> None:
+    """The real controller's first sync of the gpugen Application after log `mark` planned exactly the modelled
+    tasks, in the same order of phase, wave, kind and name (objects that tie on all four are compared as a set: the
+    controller's sort is not stable). Cluster-scoped objects are compared without namespace (the controller logs
+    them with the destination namespace)."""
+    real = flame.argocd.sync_tasks(flame.inventory.cluster.gitops.applicationName, mark)
+    assert real, "the controller logged no sync of the gpugen Application after the push"
+    cluster_scoped = {(group, kind) for _, _, _, group, kind, namespace, _ in modelled if not namespace}
+
+    def comparable(tasks):
+        return [(phase, wave, action, group, kind, "" if (group, kind) in cluster_scoped else namespace, name)
+                for phase, wave, action, group, kind, namespace, name in tasks]
+    real, modelled = comparable(real), comparable(modelled)
+    order = lambda tasks: [t[:5] + t[6:] for t in tasks]  # noqa: E731 - without the namespace
+    listing = lambda tasks: "\n".join(f"  {t}" for t in tasks)  # noqa: E731
+    assert order(real) == order(modelled) and sorted(real) == sorted(modelled), (
+        f"the model's sync differs from the real controller's.\nreal:\n{listing(real)}\nmodel:\n{listing(modelled)}")

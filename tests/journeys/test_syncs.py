@@ -6,7 +6,10 @@ back.
 - renaming a class's flavor: the new ResourceFlavor replaces the old one, and jobs are admitted on it;
 - removing a group while its job runs: `plan` predicts that the removal waits on the running workload, and Argo CD
   waits on exactly that (the pruned ClusterQueue, held by Kueue until the job ends), then completes;
-(Removing a class is journey 8.)
+- a change Kueue refuses (a hand edit of rendered/): Argo CD reports the refusal and applies nothing; reverting the
+  commit repairs it.
+(Removing a class is journey 8.) Each sync also checks the model of Argo CD's sync that the tiers without Argo CD
+use (tests/platform/argo_sync.py): it must plan the tasks the real controller planned, in the same order.
 """
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ import sys
 
 import yaml
 
-from journeys_support import (GPU, TIMEOUT, Timer, no_jobs_left, poll, researcher,  # noqa: F401
-                              submit, wait_pods, wait_trainjob_complete, wait_workload, workload_of)
+from journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, modelled_tasks,  # noqa: F401
+                              no_jobs_left, poll, researcher, submit, wait_pods, wait_trainjob_complete,
+                              wait_workload, workload_of)
 from kube import conditions
 
 from generator.plan import WAITS_ON_WORKLOADS
@@ -69,7 +73,9 @@ def test_s1_renaming_a_flavor_moves_every_queue_to_the_new_flavor(flame_cluster,
     renamed = inventory_variant(flame, tmp_path, lambda d: d["classes"][CLASS].__setitem__("flavor", "gh200-hopper"))
     with Timer("s1 flavor rename"):
         try:
+            modelled, mark = modelled_tasks(flame, renamed), flame.argocd.log_mark()
             flame.sync(renamed, "rename flavor gh200 -> gh200-hopper", SYNC_TIMEOUT)
+            assert_model_agrees(flame, modelled, mark)
             poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", CLASS) is None, TIMEOUT, "flavor gh200 pruned")
             assert flame.admin.get(KUEUE, "ResourceFlavor", "gh200-hopper")
             for group in flame.inventory.groups:
@@ -110,6 +116,7 @@ def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(f
         wait_workload(rb.client, ns, "Job", "long-gpu-job", "Admitted")
         wait_pods(rb.client, ns, "job-name=long-gpu-job", 1, phase=("Running",))
         try:
+            modelled, mark = modelled_tasks(flame, without_b), flame.argocd.log_mark()
             revision = flame.push(without_b, f"remove group {b}")
 
             def pruned_and_held():
@@ -127,6 +134,7 @@ def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(f
             # The job ends (here B cancels it); Kueue lets the ClusterQueue go; every Application settles.
             rb.client.delete("batch/v1", "Job", "long-gpu-job", ns, propagation="Foreground")
             flame.argocd.wait_applications(None, SYNC_TIMEOUT, revision, check=flame.check_running)
+            assert_model_agrees(flame, modelled, mark)
             assert flame.admin.get(KUEUE, "ClusterQueue", b) is None
             # The group's namespace and its PVCs stay (never pruned): deleting them is a human decision.
             assert flame.admin.get("v1", "Namespace", ns)["status"]["phase"] == "Active"
@@ -135,3 +143,62 @@ def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(f
             flame.sync(flame.inventory_file, f"group {b} back", SYNC_TIMEOUT)
         assert flame.admin.get(KUEUE, "ClusterQueue", b)
         assert flame.admin.get(KUEUE, "LocalQueue", "default", ns)
+
+
+# ---------------------------------------------------------------- a change the cluster refuses
+
+def refusal_reported(app: dict, revision: str) -> str:
+    """What Argo CD shows for a commit whose objects the API server refuses: a ComparisonError (the server-side
+    diff's dry-run went through the webhooks) or a failed sync of that revision. Empty while it shows neither."""
+    st = app.get("status", {})
+    errors = [c.get("message", "") for c in st.get("conditions", []) or [] if c["type"] == "ComparisonError"]
+    if errors and st.get("sync", {}).get("status") == "Unknown":
+        return "ComparisonError: " + "; ".join(errors)
+    op = st.get("operationState", {})
+    if op.get("phase") in ("Failed", "Error") and op.get("syncResult", {}).get("revision") == revision:
+        return f"sync {op['phase']}: {op.get('message', '')}"
+    return ""
+
+
+def test_s3_a_change_kueue_refuses_leaves_the_cluster_as_it_was_until_the_next_commit(flame_cluster, tmp_path):
+    """A hand edit of rendered/ that bypassed gpugen and the drift check (gpugen itself refuses a lending limit over
+    the nominal quota before writing): Kueue's webhook refuses it, Argo CD says so on the Application and applies
+    nothing, the ClusterQueue keeps serving with its last good spec, and reverting the commit repairs it."""
+    flame = flame_cluster
+    group = list(flame.inventory.groups)[-1]
+    path = f"rendered/kueue/clusterqueue/{group}.yaml"
+    before = flame.admin.get(KUEUE, "ClusterQueue", group)
+    nominal = next(r["nominalQuota"] for f in before["spec"]["resourceGroups"][0]["flavors"]
+                   for r in f["resources"] if r["name"] == GPU)
+
+    def over_lend(checkout: pathlib.Path):
+        # As a person would: one line added under the GPU's nominal quota, the rest of the file untouched.
+        lines = (checkout / path).read_text().splitlines(keepends=True)
+        at = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {GPU}")
+        quota = lines[at + 1]
+        assert quota.strip().startswith("nominalQuota:"), quota
+        indent = quota[:len(quota) - len(quota.lstrip())]
+        lines.insert(at + 2, f"{indent}lendingLimit: '{int(nominal) + 1}'\n")
+        (checkout / path).write_text("".join(lines))
+
+    with Timer("s3 refused change"):
+        revision = None
+        try:
+            revision = flame.push(flame.inventory_file, f"hand edit: {group} lends more GPUs than it has",
+                                  edit=over_lend)
+            shown = poll(lambda: refusal_reported(gpugen_application(flame), revision), SYNC_TIMEOUT,
+                         f"Argo CD reporting Kueue's refusal of {revision[:8]}")
+            print(f"\nArgo CD on {revision[:8]}: {shown[:400]}")
+            assert "lendingLimit" in shown and f"ClusterQueue/{group}" in shown, shown
+            after = flame.admin.get(KUEUE, "ClusterQueue", group)
+            assert after["spec"] == before["spec"], "nothing of the refused commit may reach the cluster"
+            assert conditions(after)["Active"]["status"] == "True"
+        finally:
+            if revision:
+                repaired = flame.argocd.repo.revert()  # the usual repair: the bad commit reverted
+                flame.argocd.refresh()
+                flame.argocd.wait_applications(None, SYNC_TIMEOUT, repaired, check=flame.check_running)
+        app = gpugen_application(flame)
+        assert app["status"]["sync"]["revision"] == repaired
+        assert not [c for c in app["status"].get("conditions", []) or [] if c["type"] == "ComparisonError"]
+        assert flame.admin.get(KUEUE, "ClusterQueue", group)["spec"] == before["spec"]

@@ -1,10 +1,14 @@
 """Argo CD's sync of one Application, modelled on gitops-engine (the pinned Argo CD's gitops-engine/pkg/sync), applied
-to a real API server. Argo CD itself cannot run here; its module needs a newer Go and its sync engine needs the
-whole controller. What is modelled, with the source it follows:
+to a real API server. The real Argo CD runs in the simulated FLAME (argocd_local.py); this model stays for the
+tiers that have no Argo CD (the Kueue e2e tier, researchers' access), where a sync takes a second instead of a
+controller's reconciliation loop. Its task order is checked against the real controller's on the same changes
+(tests/journeys: `task_list` against `ArgoCD.sync_tasks`). What is modelled, with the source it follows:
 
 - Tasks (sync_context.go getSyncTasks): one apply task per desired object, one prune task per live object the
   Application tracks that is no longer desired. Tracking is Argo CD v3's default annotation
-  `argocd.argoproj.io/tracking-id: APP:GROUP/KIND:NAMESPACE/NAME`, written into each object on apply.
+  `argocd.argoproj.io/tracking-id: APP:GROUP/KIND:NAMESPACE/NAME`, written into each object on apply, with the
+  destination namespace for an object that has none (cluster-scoped ones included); a live object is the
+  Application's when the id names it and the object itself (`tracked_by`).
 - Order (sync_tasks.go Less, Sort): by sync wave, then Helm's kind order (Namespace ... APIService; kinds not in
   the list, custom resources included, after them), then name; namespaces and CRDs are moved before the objects
   that need them.
@@ -55,9 +59,25 @@ def ident(obj: dict) -> tuple[str, str, str, str]:
     return group_of(obj), obj["kind"], meta.get("namespace", ""), meta["name"]
 
 
-def tracking_id(app: str, obj: dict) -> str:
+def tracking_id(app: str, obj: dict, destination_namespace: str = "") -> str:
+    """util/argo/resource_tracking.go: an object without a namespace (cluster-scoped ones too) is tracked under the
+    Application's destination namespace."""
     group, kind, namespace, name = ident(obj)
-    return f"{app}:{group}/{kind}:{namespace}/{name}"
+    return f"{app}:{group}/{kind}:{namespace or destination_namespace}/{name}"
+
+
+def tracked_by(app: str, obj: dict) -> bool:
+    """The live object belongs to `app` (controller/state.go isSelfReferencedObj): its tracking id names the app
+    and the object itself, its namespace compared only for a namespaced object (a copied annotation does not
+    count)."""
+    value = obj["metadata"].get("annotations", {}).get(TRACKING, "")
+    owner, _, rest = value.partition(":")
+    group_kind, _, namespace_name = rest.partition(":")
+    group, _, kind = group_kind.partition("/")
+    namespace, _, name = namespace_name.partition("/")
+    obj_group, obj_kind, obj_namespace, obj_name = ident(obj)
+    return (owner == app and (group, kind, name) == (obj_group, obj_kind, obj_name)
+            and obj_namespace in ("", namespace))
 
 
 def wave_of(obj: dict) -> int:
@@ -145,8 +165,9 @@ class ArgoSync:
     list of dicts)."""
 
     def __init__(self, api, app: str, prune_last: bool = False, propagation: str = "Foreground",
-                 application_health: bool = False, interval: float = 0.5):
+                 application_health: bool = False, interval: float = 0.5, destination_namespace: str = ""):
         self.api, self.app, self.prune_last = api, app, prune_last
+        self.destination_namespace = destination_namespace
         self.propagation, self.application_health, self.interval = propagation, application_health, interval
         self.kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) this Application has ever applied
 
@@ -155,8 +176,7 @@ class ArgoSync:
         for api_version, kind in sorted(self.kinds):
             for obj in self.api.list(api_version, kind):
                 obj = {"apiVersion": api_version, "kind": kind, **obj}  # list items carry neither
-                tid = obj["metadata"].get("annotations", {}).get(TRACKING, "")
-                if tid == tracking_id(self.app, obj):
+                if tracked_by(self.app, obj):
                     live[ident(obj)] = obj
         return live
 
@@ -192,15 +212,25 @@ class ArgoSync:
         o = task.obj
         return self.api.get(o["apiVersion"], o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
 
-    def sync(self, desired: list[dict], timeout: float = 120, on_step: Callable[[str], Any] | None = None
-             ) -> SyncResult:
+    def _tracked(self, desired: list[dict]) -> list[dict]:
         tracked = []
         for o in desired:
             o = {**o, "metadata": {**o["metadata"], "annotations": {**o["metadata"].get("annotations", {}),
-                                                                     TRACKING: tracking_id(self.app, o)}}}
+                                                                     TRACKING: tracking_id(
+                                                                         self.app, o, self.destination_namespace)}}}
             tracked.append(o)
             self.kinds.add((o["apiVersion"], o["kind"]))
-        tasks = self.plan(tracked)
+        return tracked
+
+    def task_list(self, desired: list[dict]) -> list[tuple[str, int, str, str, str, str, str]]:
+        """The tasks a sync of `desired` would run, in this model's order, as (phase, wave, action, group, kind,
+        namespace, name) with action "apply" or "prune": what the real controller logs, sorted, as its
+        "Tasks (dry-run)" when an operation starts (argocd_local.ArgoCD.sync_tasks), so the two can be compared."""
+        return [("Sync", t.wave, "prune" if t.is_prune else "apply", *ident(t.obj)) for t in self.plan(self._tracked(desired))]
+
+    def sync(self, desired: list[dict], timeout: float = 120, on_step: Callable[[str], Any] | None = None
+             ) -> SyncResult:
+        tasks = self.plan(self._tracked(desired))
         self.last_tasks = tasks
         multi_step = len({t.wave for t in tasks}) > 1
         steps: list[str] = []

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +50,11 @@ INSTALL_KINDS = {"CustomResourceDefinition", "ServiceAccount", "Role", "ClusterR
                  "ClusterRoleBinding", "ConfigMap", "Secret"}
 ARGOCD_TOOLS = [("argocd", "ARGOCD_VERSION")]
 RECONCILIATION = "10s"
+# The controller sleeps ARGOCD_SYNC_WAVE_DELAY seconds (default 2) between the waves of every sync, to give other
+# controllers time to report on what it just applied. Here it does not: each wave then proceeds on health alone,
+# which the health checks of docs/argocd-health.yaml must get right (a stricter test than the default), and a sync
+# of the gpugen Application takes seconds instead of twelve. GPUGEN_ARGOCD_SYNC_WAVE_DELAY=2 runs the default.
+SYNC_WAVE_DELAY = "0"
 # The README's bootstrap health patch for argocd-cm.
 HEALTH_PATCH = vs.REPO / "docs" / "argocd-health.yaml"
 
@@ -179,6 +186,14 @@ class GitRepo:
         return self.revision
 
 
+    def revert(self) -> str:
+        """`git revert` of the last commit, pushed: how a bad commit is usually undone; the new commit."""
+        self.git("revert", "--no-edit", "HEAD")
+        self.git("push", "-q", "origin", "HEAD:main")
+        self.revision = self.git("rev-parse", "HEAD")
+        return self.revision
+
+
 def start_git(work: pathlib.Path, procs: Processes, inventory_file: pathlib.Path, chart_mirror: str, netns) -> GitRepo:
     served = work / "git"
     bare = served / REPO_NAME
@@ -217,6 +232,26 @@ class ArgoCD:
     repo: GitRepo
     controller: Process
     repo_server: Process
+
+    def log_mark(self) -> int:
+        """Where the controller's log ends now; sync_tasks reads only what is logged after such a mark."""
+        return self.controller.log.stat().st_size
+
+    def sync_tasks(self, application: str, mark: int) -> list[tuple[str, int, str, str, str, str, str]]:
+        """The tasks of the first sync operation of `application` that the controller started after `mark`, in
+        its order, as (phase, wave, action, group, kind, namespace, name) with action "apply" or "prune".
+        gitops-engine logs them, sorted, as "Tasks (dry-run)" when an operation starts; [] if none started."""
+        with open(self.controller.log, "rb") as log:
+            log.seek(mark)
+            for line in log:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("msg") == "Tasks (dry-run)" and entry.get("application") == application:
+                    return [(m["phase"], int(m["wave"]), "prune" if m["target"] == "nil" else "apply", m["group"],
+                             m["kind"], m["namespace"], m["name"]) for m in _SYNC_TASK.finditer(entry["tasks"])]
+        return []
 
     def applications(self) -> list[dict]:
         return self.admin.list("argoproj.io/v1alpha1", "Application", ARGOCD_NAMESPACE)
@@ -271,6 +306,10 @@ class ArgoCD:
 
 
 REFUSAL_LASTS = 20.0  # seconds
+
+# gitops-engine's syncTask.String(): "PHASE/WAVE resource|hook GROUP/KIND:NAMESPACE/NAME live->target (...)".
+_SYNC_TASK = re.compile(r"(?P<phase>\w+)/(?P<wave>-?\d+) (?:resource|hook) (?P<group>[^/ ]*)/(?P<kind>[^:]+):"
+                        r"(?P<namespace>[^/]*)/(?P<name>[^ ]+) (?P<live>obj|nil)->(?P<target>obj|nil) ")
 
 
 def refusal(app: dict) -> str:
@@ -334,8 +373,8 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     # (the bootstrap's health checks among them).
     admin.patch_merge("v1", "Secret", "argocd-secret", {"stringData": {
         "server.secretkey": base64.b64encode(os.urandom(32)).decode()}}, ARGOCD_NAMESPACE)
-    # This installation's one setting of its own: the periodic refresh every RECONCILIATION instead of 120 s plus
-    # up to 60 s of jitter. Argo CD does not refresh an Application for a status-only change of its objects
+    # This installation's settings of its own: SYNC_WAVE_DELAY (above), and the periodic refresh every
+    # RECONCILIATION instead of 120 s plus up to 60 s of jitter. Argo CD does not refresh an Application for a status-only change of its objects
     # (resource.customizations.ignoreResourceUpdates.all), so a freshly made CRD can read Progressing until that
     # refresh, on a real cluster as here; the simulation would otherwise wait minutes for it.
     admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
@@ -364,7 +403,8 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     ], work / "logs" / "argocd-application-controller.log",
         # As the install manifest's Deployment sets them from argocd-cm (configMapKeyRef):
         env={**common, "ARGOCD_BINARY_NAME": "argocd-application-controller", "KUBECONFIG": str(controller_kc),
-             "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": "0s"},
+             "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": "0s",
+             "ARGOCD_SYNC_WAVE_DELAY": os.environ.get("GPUGEN_ARGOCD_SYNC_WAVE_DELAY", SYNC_WAVE_DELAY)},
         netns=netns)
     wait_ready(controller, lambda: _port_open(netns, controller_metrics), 60, "argocd-application-controller")
     return ArgoCD(admin, plane.kubeconfig, repo, controller, repo_server)
