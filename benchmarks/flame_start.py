@@ -1,0 +1,82 @@
+"""How long the simulated FLAME takes to come up (what `make demo` waits for), and where that time goes.
+
+Starts the simulated FLAME (tests/platform/flame.py) from an empty directory `--runs` times, stops it each time,
+and prints, per run, the harness's phases and, read from the real Argo CD application controller's log, when
+each Application's first sync began and when it was last seen Synced and Healthy, relative to the bootstrap's
+first sync. The processes it starts are stopped by it, also on Ctrl-C.
+
+    .venv/bin/python benchmarks/flame_start.py [--runs N] [--work DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "platform"))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+import flame as flame_mod  # noqa: E402
+
+
+def _at(entry: dict) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00"))
+
+
+def application_timeline(controller_log: pathlib.Path) -> dict[str, tuple[float, float]]:
+    """Application -> (seconds from the first sync of any Application to its own first sync, to the moment it was
+    last reported Synced or Healthy, whichever came later)."""
+    began: dict[str, datetime.datetime] = {}
+    settled: dict[str, datetime.datetime] = {}
+    for line in controller_log.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        app, message = entry.get("application"), entry.get("msg", "")
+        if not app:
+            continue
+        if message.startswith("Initiated automated sync"):
+            began.setdefault(app, _at(entry))
+        elif message.endswith("-> Synced") or message.endswith("-> Healthy"):
+            settled[app] = max(settled.get(app, _at(entry)), _at(entry))
+    if not began:
+        return {}
+    zero = min(began.values())
+    return {app: ((began[app] - zero).total_seconds(), (settled.get(app, began[app]) - zero).total_seconds())
+            for app in sorted(began, key=began.get)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--work", type=pathlib.Path, help="keep each run's directory (logs) under DIR")
+    args = parser.parse_args(argv)
+    totals = []
+    for run in range(1, args.runs + 1):
+        work = pathlib.Path(tempfile.mkdtemp(prefix=f"flame-start-{run}-", dir=args.work))
+        flame = flame_mod.start_flame(work, log=lambda message: print(f"  {message}", flush=True))
+        try:
+            totals.append(flame.timings["ready"])
+            timeline = application_timeline(flame.argocd.controller.log)
+        finally:
+            flame.stop()
+        print(f"run {run}: ready in {flame.timings['ready']:.1f} s ("
+              + ", ".join(f"{phase} at {seconds:.1f} s" for phase, seconds in flame.timings.items()) + ")")
+        print("  Application (seconds from the bootstrap's first sync): first sync -> Synced and Healthy")
+        for app, (start, end) in timeline.items():
+            print(f"  {app:28} {start:6.1f} -> {end:6.1f}  ({end - start:5.1f} s)")
+    if len(totals) > 1:
+        print(f"ready: median {statistics.median(totals):.1f} s, min {min(totals):.1f} s, max {max(totals):.1f} s "
+              f"over {len(totals)} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
