@@ -60,10 +60,10 @@ def poll(check, timeout=TIMEOUT, what="condition", interval=0.25):
     return platform_kube.poll(check, timeout=timeout, what=what, interval=interval)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def control_plane(tmp_path_factory):
     """This tier's own etcd + kube-apiserver, the pinned CRDs and the tree's namespaces on it (the test module
-    imports this fixture); stopped at the end of the session."""
+    imports this fixture); stopped when the module's tests are done, not kept through the later tiers."""
     with start_control_plane(tmp_path_factory.mktemp("apiserver")) as plane:
         prepare_cluster(plane)
         yield plane

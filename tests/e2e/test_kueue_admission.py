@@ -46,7 +46,7 @@ def report(request):
     return rep
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kueue(control_plane, tmp_path_factory):
     proc = start_kueue(control_plane, tmp_path_factory.mktemp("kueue"))
     yield proc
@@ -57,7 +57,7 @@ def kueue(control_plane, tmp_path_factory):
     stop_process(proc.proc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def platform(control_plane, kueue):
     return Platform(Api(control_plane.kube), kueue)
 

@@ -53,9 +53,17 @@ class FlameStarter:
         self._thread = threading.Thread(target=self._run, args=(work,), name="flame", daemon=True)
         self._thread.start()
 
+    def _log(self, message: str):
+        # Kept until a test takes the cluster (get() prints them there); the pod runtime's later messages
+        # (restarts) go to stderr at once.
+        if self._ready.is_set():
+            print(message, file=sys.stderr)
+        else:
+            self.log.append(message)
+
     def _run(self, work: pathlib.Path):
         try:
-            self.flame = flame_mod.start_flame(work, log=self.log.append)
+            self.flame = flame_mod.start_flame(work, log=self._log)
         except BaseException as e:  # noqa: BLE001 - handed to the test that asks for the cluster
             self.error = e
         self._ready.set()

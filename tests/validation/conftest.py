@@ -34,17 +34,17 @@ def tree_present():
         unavailable(f"no rendered objects under {rendered_dir()} (run `python -m generator render`)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane(tmp_path_factory):
-    """This session's control plane (control_plane.ControlPlane: its CA for issuing further client
+    """This tier's control plane (control_plane.ControlPlane: its CA for issuing further client
     certificates, the admin kubeconfig), the pinned CRDs Established and the tree's namespaces created;
-    the processes are stopped at the end of the session."""
+    the processes are stopped when the tier's tests are done."""
     with start_control_plane(tmp_path_factory.mktemp("apiserver")) as plane:
         prepare_cluster(plane)
         yield plane
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(control_plane):
-    """Admin client (validation_support.Kube) of the session's control plane."""
+    """Admin client (validation_support.Kube) of the tier's control plane."""
     return control_plane.kube

@@ -29,6 +29,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import requests
@@ -44,10 +45,21 @@ CRD_GROUP_VERSIONS = ("trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2",
 
 # ---------------------------------------------------------------- processes
 
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now and never handed out before by this process: the kernel may offer a port it
+    has just offered again, and two listeners of one start-up (etcd's client and peer ports) would then collide."""
+    with _HANDED_OUT_LOCK:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
 
 
 def wait_until(check, timeout, what, log=None):
