@@ -53,6 +53,19 @@ def application_timeline(controller_log: pathlib.Path) -> dict[str, tuple[float,
             for app in sorted(began, key=began.get)}
 
 
+def crd_establishing(admin) -> dict[str, list[float]]:
+    """API group -> seconds from each CRD's creation to its Established condition (whole seconds, as the API server
+    stamps them)."""
+    out: dict[str, list[float]] = {}
+    for crd in admin.list("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
+        created = datetime.datetime.fromisoformat(crd["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        for condition in crd.get("status", {}).get("conditions", []):
+            if condition["type"] == "Established" and condition["status"] == "True":
+                at = datetime.datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00"))
+                out.setdefault(crd["spec"]["group"], []).append((at - created).total_seconds())
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
@@ -65,6 +78,7 @@ def main(argv=None) -> int:
         try:
             totals.append(flame.timings["ready"])
             timeline = application_timeline(flame.argocd.controller.log)
+            establishing = crd_establishing(flame.admin)
         finally:
             flame.stop()
         print(f"run {run}: ready in {flame.timings['ready']:.1f} s ("
@@ -72,6 +86,10 @@ def main(argv=None) -> int:
         print("  Application (seconds from the bootstrap's first sync): first sync -> Synced and Healthy")
         for app, (start, end) in timeline.items():
             print(f"  {app:28} {start:6.1f} -> {end:6.1f}  ({end - start:5.1f} s)")
+        print("  CRDs by API group: how many, seconds from creation to Established (median, max; the API server's "
+              "timestamps)")
+        for group, delays in sorted(establishing.items()):
+            print(f"  {group:32} {len(delays):3}  {statistics.median(delays):5.1f}  {max(delays):5.1f}")
     if len(totals) > 1:
         print(f"ready: median {statistics.median(totals):.1f} s, min {min(totals):.1f} s, max {max(totals):.1f} s "
               f"over {len(totals)} runs")
