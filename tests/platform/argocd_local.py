@@ -66,8 +66,8 @@ def argocd_module() -> pathlib.Path:
 def install_objects() -> list[dict]:
     """Argo CD's install manifest from the pinned module, the kinds this simulation applies, in namespace argocd."""
     out = []
-    for doc in yaml.safe_load_all((argocd_module() / "manifests" / "install.yaml").read_text()):
-        if doc and doc["kind"] in INSTALL_KINDS:
+    for doc in vs.load_all((argocd_module() / "manifests" / "install.yaml").read_text()):
+        if doc["kind"] in INSTALL_KINDS:
             out.append(doc)
     return out
 

@@ -151,5 +151,5 @@ def template_with_details(application: dict, workdir: pathlib.Path | None = None
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"helm template {component} failed:\n{proc.stderr}")
-    objects = [o for o in yaml.safe_load_all(proc.stdout) if o]
+    objects = [o for o in vs.load_all(proc.stdout) if o]
     return objects, disabled

@@ -12,8 +12,6 @@ import os
 import pathlib
 import sys
 
-import yaml
-
 HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
@@ -42,11 +40,11 @@ def chart_objects(application: dict) -> list[dict]:
                         (HERE / "charts.py").read_text()], sort_keys=True)
     cached = vs.cache_dir() / "flame-charts" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.yaml"
     if cached.exists():
-        return [d for d in yaml.safe_load_all(cached.read_text()) if d]
+        return [d for d in vs.load_all(cached.read_text()) if d]
     objects = charts.helm_template(application)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump_all(objects))
+    tmp.write_text(vs.dump_all(objects))
     tmp.replace(cached)
     return objects
 

@@ -36,7 +36,7 @@ import requests
 import yaml
 
 from .validation_support import (
-    SCRATCH_NS, TOOLS, Kube, load_one, manifest_files, message, rel, tool_bin, unavailable)
+    SCRATCH_NS, TOOLS, Kube, load_all, load_one, manifest_files, message, rel, tool_bin, unavailable)
 
 # The group versions the tree uses from the pinned CRDs: discovery must serve them before tests run.
 CRD_GROUP_VERSIONS = ("trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2", "policies.kyverno.io/v1",
@@ -248,9 +248,7 @@ def install_crds(kube, log=None):
     crd_dir = pathlib.Path(out.stdout.strip())
     names = []
     for f in sorted(crd_dir.glob("*.yaml")):
-        for crd in yaml.safe_load_all(f.read_text()):
-            if not crd:
-                continue
+        for crd in load_all(f.read_text()):
             r = kube.create(crd, dry_run=False)
             assert r.status_code == 201, f"installing {f.name}: {r.status_code} {message(r)}"
             names.append(crd["metadata"]["name"])

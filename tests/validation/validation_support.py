@@ -127,8 +127,23 @@ def tree_objects(tree):
     return [load_one(pathlib.Path(tree) / f) for f in kustomization["resources"]]
 
 
+# libyaml's loader and dumper where PyYAML has them (same YAML 1.1 rules as the pure-Python ones): the charts'
+# and Argo CD's manifests are megabytes of CRDs, read many times, about ten times faster this way.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def load_all(text: str) -> list:
+    """The documents of a YAML stream, empty ones left out."""
+    return [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
+
+
+def dump_all(documents: list) -> str:
+    return yaml.dump_all(documents, Dumper=_DUMPER)
+
+
 def load_one(path):
-    docs = [d for d in yaml.safe_load_all(pathlib.Path(path).read_text()) if d is not None]
+    docs = load_all(pathlib.Path(path).read_text())
     assert len(docs) == 1, f"{path}: expected exactly one object, found {len(docs)}"
     return docs[0]
 
