@@ -7,7 +7,7 @@ something else is quoted: PyYAML would leave `y`, `n` and `1e3` plain, which Kub
 boolean or a number.
 
 Block mappings and sequences of printable ASCII scalars are written exactly as libyaml writes them (plain,
-single-quoted or literal styles, chosen by libyaml's rules); tests/test_emit.py checks that byte for byte
+single-quoted or literal styles, chosen by libyaml's rules); the tests check that byte for byte
 against libyaml (`libyaml_text`, the reference) for every rendered object and for generated edge cases. A
 string outside that domain (non-ASCII text, tabs, control characters, a multi-line string libyaml would
 double-quote, anything over 4,096 characters) is written double-quoted on one line with YAML's escapes, and a

@@ -28,7 +28,7 @@ MAX_OBJECT_BYTES = 1536 * 1024
 MAX_CEL_CHARACTERS = 1_000_000
 MAX_FILE_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
-# Each generated object is one file; a tree far beyond the national scale (8,137 objects) is a mistake, and
+# Each generated object is one file; a tree far beyond the national scale (benchmarks/) is a mistake, and
 # its size in memory would break the render's 500 MB bound before the file system's limits.
 MAX_OBJECTS = 40_000
 

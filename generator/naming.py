@@ -51,8 +51,7 @@ def platform_namespaces(inventory: Inventory) -> list[str]:
 
 
 # Service accounts the pinned charts run each controller as (serviceAccountName of the chart's Deployment, checked
-# against `helm template` by tests/validation/test_platform_charts.py), with the release names builders/platform.py
-# gives them.
+# against `helm template` of the pinned charts), with the release names builders/platform.py gives them.
 CHART_SERVICE_ACCOUNTS = {
     "kueue": "kueue-controller-manager",
     "trainer": "kubeflow-trainer-controller-manager",

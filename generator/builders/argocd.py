@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders.common import metadata
-from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory.models import Inventory
 
 API_VERSION = "argoproj.io/v1alpha1"
@@ -33,8 +32,8 @@ SYNC_WAVES = {
 
 # The synced tree is read as a plain directory of manifests, not built with kustomize: Argo CD's repo server
 # runs `kustomize build` on every manifest generation with a 90 s exec timeout (ARGOCD_EXEC_TIMEOUT), and
-# kustomize's time grows superlinearly with the number of resources (160 s at 8,000 objects, see
-# benchmarks/README.md). Argo CD v3.6's repo server (reposerver/repository/repository.go):
+# kustomize's time grows superlinearly with the number of resources (benchmarks/README.md). Argo CD v3.6's repo
+# server (reposerver/repository/repository.go):
 # - an explicit `directory` with recurse set wins over the kustomization.yaml it would otherwise detect;
 # - it reads *.yaml/*.yml/*.json files and matches `exclude` (gobwas/glob) against paths relative to the
 #   synced path. The kustomization.yaml, kept for `kubectl apply -k` and review, must be excluded: it would

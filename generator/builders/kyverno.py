@@ -21,8 +21,8 @@ The seed page promises things no runtime can enforce on its own; these policies 
 
 Each policy's CEL is one template below, written as it is rendered: `$name` placeholders are filled with CEL
 literals of the named parameters (runtime names, architectures, claims, controller identities), so nothing
-but image metadata and the namespace's claims is looked up at admission. tests/test_policies.py parses every
-expression with cel-go's parser.
+but image metadata and the namespace's claims is looked up at admission. The tests parse every expression with
+cel-go's parser.
 All policies share ONE namespaceSelector (the research namespaces by their API-server-set name label) and
 use no matchConditions, so Kyverno serves them all from one webhook per kind and failure policy: the
 namespace list is stored once per policy and once per webhook, and never enters a CEL expression.

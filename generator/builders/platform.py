@@ -31,8 +31,8 @@ from generator.inventory.models import Component, Inventory
 COMPONENT_LABEL = "gpugen/component"
 APP_WAVES = {"jobset": "0", "trainer": "1", "kueue": "2", "kyverno": "2", "gpugen": "10"}
 
-# Kinds Argo CD applies for each component's chart (checked against `helm template` of the pinned charts by
-# tests/validation/test_platform_charts.py): the AppProject of each Application allows exactly these. Helm hooks
+# Kinds Argo CD applies for each component's chart (checked against `helm template` of the pinned charts): the
+# AppProject of each Application allows exactly these. Helm hooks
 # other than pre/post-install/upgrade (Kyverno's test Pods, its pre-delete Jobs) are ignored by Argo CD.
 _CRD = {"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition"}
 _RBAC_CLUSTER = [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"},

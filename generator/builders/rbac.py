@@ -21,7 +21,7 @@ RUNTIME_READER = "training-runtime-reader"
 RESEARCHER = "researcher"
 
 READ = ["get", "list", "watch"]
-# Exactly what a researcher needs, and nothing more (issue 11):
+# Exactly what a researcher needs, and nothing more:
 RESEARCHER_RULES = [
     # Submit, follow and cancel their jobs; no update or patch (placement and queue are the platform's).
     {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],

@@ -29,9 +29,8 @@ import yaml
 from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
 
-# The national-scale inventory (64 classes x 2,000 groups x 3 namespaces) is 0.8 MB and 85,000 YAML events;
-# these bounds leave it room to grow several times while keeping any input within 500 MB and 20 s
-# (benchmarks/hostile.py measures that).
+# These bounds leave the national-scale inventory (benchmarks/synth.py) room to grow several times while keeping
+# any input within the render's memory and time bounds (benchmarks/hostile.py measures that).
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 32  # nested mappings and sequences, aliases followed; the schema itself needs 6
 MAX_NODES = 400_000  # scalars, mappings and sequences, every alias counted as the nodes it stands for

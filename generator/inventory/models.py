@@ -171,7 +171,7 @@ def _chart_image(ref: str) -> str:
 
 
 class KyvernoComponent(Component):
-    # The admission controller's image. Kyverno 1.19.1 refuses arm64-only image indexes (kyverno#16940): until a
+    # The admission controller's image. Kyverno 1.19.1 refuses arm64-only image indexes: until a
     # release with the fix is pinned, set an image built from the pinned Kyverno with
     # tools/patches/kyverno-sdk-index-platform.patch (docs/policies.md, "Kyverno version and deployment").
     admissionControllerImage: Annotated[ImageRef, AfterValidator(_chart_image)] | None = None

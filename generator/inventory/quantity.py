@@ -11,7 +11,7 @@ Kubernetes rounds a value up to a whole nano (0.1n -> 1n), and no quantity may e
 beyond that ParseQuantity caps binary suffixes silently and leaves the rest to overflow in Value(), so this
 parser refuses such values instead of passing on a number the cluster would read differently. Values are
 built exactly from their digits (never through Decimal arithmetic, whose default context keeps 28 digits).
-tests/test_quantity.py compares this module with the pinned apimachinery's ParseQuantity.
+The tests compare this module with the pinned apimachinery's ParseQuantity.
 The Kubernetes client's parse_quantity does not fit: it accepts what Kubernetes refuses (`1K`, `NaN`, `1_0`).
 """
 
