@@ -10,8 +10,8 @@ bootstrap/
 Order: the root Application syncs its children in sync waves, so CRDs and webhooks are there before the objects
 that need them: JobSet, then Trainer (its controller watches JobSets), then Kueue (its TrainJob and JobSet
 integrations start with their CRDs present) together with Kyverno (which needs no other component: sharing Kueue's
-wave overlaps the two longest installs, both dominated by their CRDs), then gpugen. Argo CD waits for a child Application to be
-Healthy before the next wave only when its Application health check is enabled (argocd-cm
+wave overlaps the two longest installs, both dominated by their CRDs), then gpugen. Argo CD waits for a child
+Application to be Healthy before the next wave only when its Application health check is enabled (argocd-cm
 `resource.customizations.health.argoproj.io_Application`; README: "Bootstrapping a cluster"); without it the
 gpugen Application still converges through SkipDryRunOnMissingResource and its retry.
 """
@@ -32,8 +32,8 @@ COMPONENT_LABEL = "gpugen/component"
 APP_WAVES = {"jobset": "0", "trainer": "1", "kueue": "2", "kyverno": "2", "gpugen": "10"}
 
 # Kinds Argo CD applies for each component's chart (checked against `helm template` of the pinned charts): the
-# AppProject of each Application allows exactly these. Helm hooks
-# other than pre/post-install/upgrade (Kyverno's test Pods, its pre-delete Jobs) are ignored by Argo CD.
+# AppProject of each Application allows exactly these. Helm hooks other than pre/post-install/upgrade (Kyverno's
+# test Pods, its pre-delete Jobs) are ignored by Argo CD.
 _CRD = {"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition"}
 _RBAC_CLUSTER = [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"},
                  {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding"}]

@@ -102,7 +102,8 @@ class _Positions:
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-_COLLECTION_TAGS = {"MappingNode": "tag:yaml.org,2002:map", "SequenceNode": "tag:yaml.org,2002:seq"}
+_COLLECTION_TAGS = {yaml.MappingNode: ("tag:yaml.org,2002:map", "mapping"),
+                    yaml.SequenceNode: ("tag:yaml.org,2002:seq", "list")}
 
 
 def _where(node: yaml.Node) -> tuple[int, int]:
@@ -131,9 +132,8 @@ def _scalar(node: yaml.Node, loader: "_InventoryLoader") -> Any:
 def _check_collection_tag(node: yaml.Node, loc: Loc) -> None:
     # The builder reads a mapping or a list by its shape alone; a tag on it (`!!python/object`, `!!set`,
     # `!!omap`, a local `!thing`) would be dropped in silence, so it is refused as it is on a scalar.
-    expected = _COLLECTION_TAGS[type(node).__name__]
+    expected, shape = _COLLECTION_TAGS[type(node)]
     if node.tag != expected:
-        shape = "mapping" if type(node) is yaml.MappingNode else "list"
         tag = node.tag.replace("tag:yaml.org,2002:", "!!", 1)
         raise _DocumentError(_where(node), f"YAML: tag {tag:.80} on a {shape} is not allowed (the inventory is "
                                            "plain YAML: mappings, lists and scalars, untagged)", field_path(loc))
