@@ -34,11 +34,11 @@ import time
 import yaml
 
 from validation import validation_support as vs
-from validation.control_plane import free_port
+from validation.control_plane import child_preexec, free_port
 
 from cluster import service_account_kubeconfig
 from kube import Client
-from processes import ComponentFailed, Process, Processes, _preexec, wait_ready
+from processes import ComponentFailed, Process, Processes, wait_ready
 
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 ARGOCD_NAMESPACE = "argocd"
@@ -119,7 +119,7 @@ def start_registry(work: pathlib.Path, procs: Processes, netns) -> str:
     log.parent.mkdir(parents=True, exist_ok=True)
     err = open(log, "ab")
     popen = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                             preexec_fn=_preexec(netns))
+                             preexec_fn=child_preexec(netns))
     err.close()
     procs.started.append(Process("chart registry", popen, log))
     deadline = time.monotonic() + 120
@@ -374,9 +374,10 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     admin.patch_merge("v1", "Secret", "argocd-secret", {"stringData": {
         "server.secretkey": base64.b64encode(os.urandom(32)).decode()}}, ARGOCD_NAMESPACE)
     # This installation's settings of its own: SYNC_WAVE_DELAY (above), and the periodic refresh every
-    # RECONCILIATION instead of 120 s plus up to 60 s of jitter. Argo CD does not refresh an Application for a status-only change of its objects
-    # (resource.customizations.ignoreResourceUpdates.all), so a freshly made CRD can read Progressing until that
-    # refresh, on a real cluster as here; the simulation would otherwise wait minutes for it.
+    # RECONCILIATION instead of 120 s plus up to 60 s of jitter. Argo CD does not refresh an Application for a
+    # status-only change of its objects (resource.customizations.ignoreResourceUpdates.all), so a freshly made CRD
+    # can read Progressing until that refresh, on a real cluster as here; the simulation would otherwise wait
+    # minutes for it.
     admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
         "timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s"}}, ARGOCD_NAMESPACE)
     binary = vs.tool_bin("argocd", "ARGOCD_VERSION")

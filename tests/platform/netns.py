@@ -24,16 +24,14 @@ import ipaddress
 import os
 import pathlib
 import selectors
-import signal
 import socket
 import subprocess
 import threading
 
-from validation.control_plane import stop_process
+from validation.control_plane import child_preexec, stop_process
 
 POD_NETWORK = ipaddress.ip_network("198.18.0.0/16")
 _CLONE_NEWNET = 0x40000000
-_PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -65,7 +63,7 @@ class PodNetwork:
         if os.geteuid() != 0:
             raise NetworkUnavailable("the simulated FLAME's network namespace needs root")
         holder = subprocess.Popen(["unshare", "--net", "--", "sleep", "infinity"], stdin=subprocess.DEVNULL,
-                                  preexec_fn=lambda: _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM))
+                                  preexec_fn=child_preexec())
         path = f"/proc/{holder.pid}/ns/net"
         net = cls(holder, path)
         try:

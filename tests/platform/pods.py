@@ -378,8 +378,7 @@ class PodRuntime:
         if running.process is not None and once and running.process.popen.poll() is not None:
             if running.exit_code is None:   # a Job's pod: it ends with its container
                 running.exit_code = running.process.popen.returncode
-                if running.process in self.procs.started:  # done, not a component that died
-                    self.procs.started.remove(running.process)
+                self.procs.forget(running.process)  # done, not a component that died
                 self._report(pod, running, "Succeeded" if running.exit_code == 0 else "Failed")
             return
         if running.process is None or running.process.popen.poll() is not None:
@@ -391,8 +390,7 @@ class PodRuntime:
                 if running.restarts >= CRASH_LOOP:
                     self.errors.append(f"pod {running.namespace}/{running.name} keeps exiting ({running.restarts} "
                                        f"restarts; log: {running.process.log})\n{log_tail(running.process.log)}")
-                if running.process in self.procs.started:
-                    self.procs.started.remove(running.process)
+                self.procs.forget(running.process)
                 self._report(pod, running, "Running")
                 time.sleep(min(5, running.restarts))
             if not complete:
@@ -444,8 +442,7 @@ class PodRuntime:
         p = running.process
         if p:
             stop_process(p.popen)
-        if p in self.procs.started:
-            self.procs.started.remove(p)
+        self.procs.forget(p)
 
     def describe(self) -> str:
         lines = []

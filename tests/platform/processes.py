@@ -6,32 +6,16 @@ ends, on failure and on Ctrl-C alike.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import pathlib
-import signal
 import subprocess
 import time
 
-_PR_SET_PDEATHSIG = 1
+from validation.control_plane import child_preexec
 
 
 class ComponentFailed(RuntimeError):
     """A component did not start: the message names it and points at its log."""
-
-
-def _die_with_parent():  # runs in the child between fork and exec
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _preexec(netns=None):
-    if netns is None:
-        return _die_with_parent
-
-    def both():
-        _die_with_parent()
-        netns.preexec()
-    return both
 
 
 def log_tail(path: pathlib.Path, chars=3000) -> str:
@@ -71,7 +55,8 @@ class Processes:
             out.flush()
             try:
                 popen = subprocess.Popen([str(a) for a in argv], stdout=out, stderr=subprocess.STDOUT,
-                                         env=env, cwd=cwd, preexec_fn=_preexec(netns), stdin=subprocess.DEVNULL)
+                                         env=env, cwd=cwd, preexec_fn=child_preexec(netns),
+                                         stdin=subprocess.DEVNULL)
             except OSError as e:
                 raise ComponentFailed(f"{name} could not be started: {e} (log: {log})") from e
         proc = Process(name, popen, log)
@@ -91,6 +76,11 @@ class Processes:
                 p.popen.kill()
                 p.popen.wait()
         self.started.clear()
+
+    def forget(self, proc: Process) -> None:
+        """No longer stop or check `proc` (it has ended, or been stopped by whoever owns it)."""
+        if proc in self.started:
+            self.started.remove(proc)
 
     def pids(self) -> list[int]:
         return [p.popen.pid for p in self.started]

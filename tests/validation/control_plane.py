@@ -77,14 +77,23 @@ def wait_until(check, timeout, what, log=None):
     raise RuntimeError(f"timed out after {timeout}s waiting for {what} (last error: {last})\n{tail}")
 
 
-def start_process(cmd, log, netns=None):
-    """Popen with stdout and stderr to the file `log`; inside `netns` (tests/platform/netns.py) if given."""
-    def preexec():  # between fork and exec: die with the test process, even a killed one; into netns
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+_PR_SET_PDEATHSIG = 1
+
+
+def child_preexec(netns=None):
+    """The preexec_fn of every process the tests start: it gets SIGTERM when the thread that started it ends, even
+    by SIGKILL (PR_SET_PDEATHSIG), and runs inside `netns` (tests/platform/netns.py) if given."""
+    def preexec():  # between fork and exec
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
         if netns:
             netns.preexec()
+    return preexec
+
+
+def start_process(cmd, log, netns=None):
+    """Popen with stdout and stderr to the file `log`; inside `netns` (tests/platform/netns.py) if given."""
     with open(log, "wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=preexec)
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=child_preexec(netns))
 
 
 def stop_process(proc):
