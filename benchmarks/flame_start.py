@@ -25,8 +25,13 @@ sys.path.insert(0, str(REPO))
 import flame as flame_mod  # noqa: E402
 
 
+def _time(text: str) -> datetime.datetime:
+    """An RFC 3339 timestamp, as Argo CD logs and the API server stamps them."""
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def _at(entry: dict) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(entry["time"].replace("Z", "+00:00"))
+    return _time(entry["time"])
 
 
 def application_timeline(controller_log: pathlib.Path) -> dict[str, tuple[float, float]]:
@@ -58,11 +63,11 @@ def crd_establishing(admin) -> dict[str, list[float]]:
     stamps them)."""
     out: dict[str, list[float]] = {}
     for crd in admin.list("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
-        created = datetime.datetime.fromisoformat(crd["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        created = _time(crd["metadata"]["creationTimestamp"])
         for condition in crd.get("status", {}).get("conditions", []):
             if condition["type"] == "Established" and condition["status"] == "True":
-                at = datetime.datetime.fromisoformat(condition["lastTransitionTime"].replace("Z", "+00:00"))
-                out.setdefault(crd["spec"]["group"], []).append((at - created).total_seconds())
+                established = _time(condition["lastTransitionTime"])
+                out.setdefault(crd["spec"]["group"], []).append((established - created).total_seconds())
     return out
 
 

@@ -31,6 +31,7 @@ from processes import leftover_processes  # noqa: E402
 
 import argo_sync  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
+from generator.layout import KUSTOMIZATION_FILE  # noqa: E402
 from generator.naming import research_namespaces  # noqa: E402
 from generator.tree import render_trees  # noqa: E402
 
@@ -221,7 +222,7 @@ def modelled_tasks(flame, inventory_file: pathlib.Path) -> list[tuple]:
     """The tasks the model (tests/platform/argo_sync.py, used by the tiers without Argo CD) plans for syncing the
     gpugen Application from the cluster's live state to `inventory_file`'s render. Call it before the push."""
     trees = render_trees(load_inventory(inventory_file), inventory_file.name)
-    desired = [yaml.safe_load(content) for path, content in trees.synced.items() if path != "kustomization.yaml"]
+    desired = [yaml.safe_load(content) for path, content in trees.synced.items() if path != KUSTOMIZATION_FILE]
     name = flame.inventory.cluster.gitops.applicationName
     (application,) = [o for o in map(yaml.safe_load, trees.bootstrap.values())
                       if o.get("kind") == "Application" and o["metadata"]["name"] == name]
@@ -250,3 +251,12 @@ def assert_model_agrees(flame, modelled: list[tuple], mark: int) -> None:
     listing = lambda tasks: "\n".join(f"  {t}" for t in tasks)  # noqa: E731
     assert order(real) == order(modelled) and sorted(real) == sorted(modelled), (
         f"the model's sync differs from the real controller's.\nreal:\n{listing(real)}\nmodel:\n{listing(modelled)}")
+
+
+def sync_as_modelled(flame, inventory_file: pathlib.Path, message: str, timeout: float = 180) -> list[tuple]:
+    """flame.sync(), checking that the real controller planned the gpugen Application's sync as the model does
+    from the same live state. Returns the modelled tasks."""
+    modelled, mark = modelled_tasks(flame, inventory_file), flame.argocd.log_mark()
+    flame.sync(inventory_file, message, timeout)
+    assert_model_agrees(flame, modelled, mark)
+    return modelled

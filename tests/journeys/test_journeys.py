@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, modelled_tasks,  # noqa: F401
+from journeys_support import (GPU, TIMEOUT, Timer, sync_as_modelled,  # noqa: F401
                               no_jobs_left, pods_of_jobset, poll, researcher, submit, trainer_client, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
 from kube import ApiError, Client, conditions
@@ -365,13 +365,9 @@ def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster
         assert out.returncode == 0, out.stderr
     with Timer("8 class removal"):
         # Each sync also checks the model of Argo CD's sync (used where no Argo CD runs) against the real one.
-        modelled, mark = modelled_tasks(flame, inv), flame.argocd.log_mark()
-        flame.sync(inv, "add class a100")
-        assert_model_agrees(flame, modelled, mark)
+        sync_as_modelled(flame, inv, "add class a100")
         assert flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100")
-        modelled, mark = modelled_tasks(flame, flame.inventory_file), flame.argocd.log_mark()
-        flame.sync(flame.inventory_file, "remove class a100")
-        assert_model_agrees(flame, modelled, mark)
+        modelled = sync_as_modelled(flame, flame.inventory_file, "remove class a100")
         assert ("Sync", max(t[1] for t in modelled), "prune", "kueue.x-k8s.io", "ResourceFlavor", "", "a100") in modelled
         # Argo CD reports Succeeded once the last wave ran, while pruned objects may still be terminating
         # (foreground deletion; Kueue's in-use finalizer on the flavor): they must then go.

@@ -21,8 +21,8 @@ import sys
 import yaml
 
 from journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, modelled_tasks,  # noqa: F401
-                              no_jobs_left, poll, researcher, submit, wait_pods, wait_trainjob_complete,
-                              wait_workload, workload_of)
+                              no_jobs_left, poll, researcher, submit, sync_as_modelled, wait_pods,
+                              wait_trainjob_complete, wait_workload, workload_of)
 from kube import conditions
 
 from generator.plan import WAITS_ON_WORKLOADS
@@ -73,9 +73,7 @@ def test_s1_renaming_a_flavor_moves_every_queue_to_the_new_flavor(flame_cluster,
     renamed = inventory_variant(flame, tmp_path, lambda d: d["classes"][CLASS].__setitem__("flavor", "gh200-hopper"))
     with Timer("s1 flavor rename"):
         try:
-            modelled, mark = modelled_tasks(flame, renamed), flame.argocd.log_mark()
-            flame.sync(renamed, "rename flavor gh200 -> gh200-hopper", SYNC_TIMEOUT)
-            assert_model_agrees(flame, modelled, mark)
+            sync_as_modelled(flame, renamed, "rename flavor gh200 -> gh200-hopper", SYNC_TIMEOUT)
             poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", CLASS) is None, TIMEOUT, "flavor gh200 pruned")
             assert flame.admin.get(KUEUE, "ResourceFlavor", "gh200-hopper")
             for group in flame.inventory.groups:

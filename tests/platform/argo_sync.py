@@ -226,7 +226,8 @@ class ArgoSync:
         """The tasks a sync of `desired` would run, in this model's order, as (phase, wave, action, group, kind,
         namespace, name) with action "apply" or "prune": what the real controller logs, sorted, as its
         "Tasks (dry-run)" when an operation starts (argocd_local.ArgoCD.sync_tasks), so the two can be compared."""
-        return [("Sync", t.wave, "prune" if t.is_prune else "apply", *ident(t.obj)) for t in self.plan(self._tracked(desired))]
+        return [("Sync", t.wave, "prune" if t.is_prune else "apply", *ident(t.obj))
+                for t in self.plan(self._tracked(desired))]
 
     def sync(self, desired: list[dict], timeout: float = 120, on_step: Callable[[str], Any] | None = None
              ) -> SyncResult:

@@ -239,11 +239,16 @@ def wait_kueue_webhook(admin: Client, inventory, proc, timeout=60):
 
 # ---------------------------------------------------------------- start
 
-def hook_images(bootstrap: pathlib.Path) -> dict[str, pathlib.Path]:
+def component_charts(bootstrap: pathlib.Path) -> list[tuple[dict, list[dict]]]:
+    """Each component Application of a bootstrap/ tree with the objects its chart renders, read once per start."""
+    return [(app, chart_objects(app)) for app in component_applications(bootstrap)]
+
+
+def hook_images(charts: list[tuple[dict, list[dict]]]) -> dict[str, pathlib.Path]:
     """Image repository -> binary, for the containers of the charts' Jobs whose image is in HOOK_IMAGES."""
     out = {}
-    for app in component_applications(bootstrap):
-        for o in chart_objects(app):
+    for _, objects in charts:
+        for o in objects:
             if o.get("kind") != "Job":
                 continue
             for c in o["spec"]["template"]["spec"]["containers"]:
@@ -254,14 +259,14 @@ def hook_images(bootstrap: pathlib.Path) -> dict[str, pathlib.Path]:
     return out
 
 
-def platform_containers(bootstrap: pathlib.Path) -> dict[str, Container]:
+def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Container]:
     """namespace/Deployment -> the pinned binary that runs it: for each component Application, the one Deployment
     of its chart (as helm renders it for Argo CD) whose name ends with RUNS' suffix."""
     out = {}
-    for app in component_applications(bootstrap):
+    for app, objects in charts:
         name = app["metadata"]["labels"][COMPONENT_LABEL]
         suffix, tool, key = RUNS[name]
-        deployments = [o["metadata"]["name"] for o in chart_objects(app) if o.get("kind") == "Deployment"]
+        deployments = [o["metadata"]["name"] for o in objects if o.get("kind") == "Deployment"]
         (deployment,) = [d for d in deployments if d.endswith(suffix)] or [None]
         if deployment is None:
             raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
@@ -293,12 +298,13 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
         if differs:
             raise ComponentFailed(f"the cluster's repository would not carry the tree under test {tree}: "
                                   f"{differs[:5]} differ (only bootstrap/ may name the site's URLs)")
-        containers = platform_containers(repo.checkout / "bootstrap")
+        charts = component_charts(repo.checkout / "bootstrap")
+        containers = platform_containers(charts)
         namespaces = sorted({key.split("/")[0] for key in containers})
         k8s = start_kubernetes(work, procs, inventory, pod_runtime_namespaces=namespaces, netns=net)
         admin = Client.from_kube(k8s.plane.kube)
         runtime = PodRuntime(admin, k8s.plane, work, namespaces, containers, NOT_RUN, procs, net, log,
-                             images=hook_images(repo.checkout / "bootstrap"))
+                             images=hook_images(charts))
         runtime.start()
         timings["kubernetes"] = time.monotonic() - t0
         log(f"kubernetes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) ready in "
