@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, GpuClass, Inventory
 
 # Annotation on each ResourceFlavor naming the inventory class it serves (read back by `plan`).
@@ -46,17 +47,8 @@ def research_namespaces(inventory: Inventory) -> list[str]:
 def platform_namespaces(inventory: Inventory) -> list[str]:
     """Namespaces the platform's own controllers run in (installed or adopted): never a research namespace."""
     components = inventory.cluster.components
-    return sorted({c.namespace for c in (components.kyverno, components.jobset, components.trainer, components.kueue)}
+    return sorted({getattr(components, name).namespace for name in COMPONENTS}
                   | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace})
-
-
-# Service accounts the pinned charts run each controller as (serviceAccountName of the chart's Deployment, checked
-# against `helm template` of the pinned charts), with the release names builders/platform.py gives them.
-CHART_SERVICE_ACCOUNTS = {
-    "kueue": "kueue-controller-manager",
-    "trainer": "kubeflow-trainer-controller-manager",
-    "jobset": "jobset-controller",
-}
 
 
 @dataclass(frozen=True)
@@ -68,13 +60,14 @@ class ControllerIdentities:
 
 
 def controller_identities(inventory: Inventory) -> ControllerIdentities:
-    """The username each controller acts as: the inventory's override, else its chart's service account."""
+    """The username each controller acts as: the inventory's override, else its chart's service account
+    (components.COMPONENTS)."""
     controllers, components = inventory.cluster.controllers, inventory.cluster.components
 
     def identity(name: str) -> str:
         explicit = getattr(controllers, name)
         if explicit:
             return explicit
-        return f"system:serviceaccount:{getattr(components, name).namespace}:{CHART_SERVICE_ACCOUNTS[name]}"
+        return f"system:serviceaccount:{getattr(components, name).namespace}:{COMPONENTS[name].service_account}"
     return ControllerIdentities(kueue=identity("kueue"), trainer=identity("trainer"), jobset=identity("jobset"),
                                 job=controllers.job)

@@ -12,7 +12,8 @@ import yaml
 from conftest import INVENTORY
 
 from generator.builders import bootstrap_objects
-from generator.builders.platform import APP_WAVES, CHARTS, COMPONENT_LABEL
+from generator.builders.platform import COMPONENT_LABEL, GPUGEN_WAVE
+from generator.components import COMPONENTS
 from generator.inventory import load_inventory_text
 from generator.versions import pins
 
@@ -75,7 +76,7 @@ def test_a_chart_mirror_serves_every_component_chart():
     assert set(secrets) == set(components) == {"kyverno", "jobset", "trainer", "kueue"}
     for name, app in components.items():
         assert app["spec"]["source"]["repoURL"] == "registry.example.org:5000/charts"
-        assert app["spec"]["source"]["chart"] == CHARTS[name].name
+        assert app["spec"]["source"]["chart"] == COMPONENTS[name].chart.name
         assert secrets[name] == {"name": name, "type": "helm", "url": "registry.example.org:5000/charts",
                                  "enableOCI": "true", "insecureOCIForceHttp": "true"}
     # The gpugen tree does not depend on where the charts come from.
@@ -122,7 +123,7 @@ def test_charts_are_the_pinned_versions_from_the_pinned_modules(flame_bootstrap)
     for app in applications(flame_bootstrap["platform"]).values():
         component = app["metadata"]["labels"].get(COMPONENT_LABEL)
         if component:
-            chart = CHARTS[component]
+            chart = COMPONENTS[component].chart
             assert app["spec"]["source"]["chart"] == chart.name
             assert app["spec"]["source"]["targetRevision"] == pins()[chart.version_pin]
 
@@ -131,7 +132,7 @@ def test_oci_chart_repositories_are_declared_for_argo_cd(flame_bootstrap):
     secrets = {o["stringData"]["url"]: o for o in flame_bootstrap["platform"] if o["kind"] == "Secret"}
     for app in applications(flame_bootstrap["platform"]).values():
         component = app["metadata"]["labels"].get(COMPONENT_LABEL)
-        if component and CHARTS[component].oci:
+        if component and COMPONENTS[component].chart.oci:
             secret = secrets[app["spec"]["source"]["repoURL"]]
             assert secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] == "repository"
             assert secret["stringData"]["enableOCI"] == "true"
@@ -141,7 +142,7 @@ def test_gpugen_application_prunes_last(flame, gpugen_application):
     """PruneLast: removing a GPU class must not prune its flavor before the ClusterQueues stop naming it
     (proven against the real Kueue in tests/e2e: test_inventory_change_syncs_to_completion...)."""
     assert "PruneLast=true" in gpugen_application["spec"]["syncPolicy"]["syncOptions"]
-    assert wave(gpugen_application) == int(APP_WAVES["gpugen"])
+    assert wave(gpugen_application) == int(GPUGEN_WAVE)
 
 
 @pytest.mark.parametrize("component", ["kyverno", "jobset", "trainer", "kueue"])

@@ -24,80 +24,28 @@ from typing import Any
 from generator import emit, versions
 from generator.builders import argocd, kueue, rbac
 from generator.builders.common import metadata
+from generator.components import COMPONENTS, RBAC_CLUSTER_KINDS
 from generator.layout import KUSTOMIZATION_FILE
 from generator.naming import KUBE_SYSTEM, research_namespaces
 from generator.inventory.models import Component, Inventory
 
 COMPONENT_LABEL = "gpugen/component"
-APP_WAVES = {"jobset": "0", "trainer": "1", "kueue": "2", "kyverno": "2", "gpugen": "10"}
-
-# Kinds Argo CD applies for each component's chart (checked against `helm template` of the pinned charts): the
-# AppProject of each Application allows exactly these. Helm hooks other than pre/post-install/upgrade (Kyverno's
-# test Pods, its pre-delete Jobs) are ignored by Argo CD.
-_CRD = {"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition"}
-_RBAC_CLUSTER = [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"},
-                 {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding"}]
-_WEBHOOKS = [{"group": "admissionregistration.k8s.io", "kind": "MutatingWebhookConfiguration"},
-             {"group": "admissionregistration.k8s.io", "kind": "ValidatingWebhookConfiguration"}]
-_NAMESPACED_BASICS = [{"group": "", "kind": kind} for kind in ("ConfigMap", "Service", "ServiceAccount")] + [
-    {"group": "apps", "kind": "Deployment"},
-    {"group": "rbac.authorization.k8s.io", "kind": "Role"},
-    {"group": "rbac.authorization.k8s.io", "kind": "RoleBinding"},
-]
-_SECRET = {"group": "", "kind": "Secret"}
-
-
-@dataclass(frozen=True)
-class Chart:
-    """An upstream Helm chart: where Argo CD pulls it from, and where the pinned Go module ships it."""
-
-    repo_url: str  # Argo CD's source.repoURL (an OCI registry path for OCI charts: no scheme)
-    oci: bool
-    name: str
-    version_pin: str  # key in versions.env
-    module: str  # Go module shipping charts/<name> at the app version
-    app_version_pin: str
-    cluster_kinds: tuple[dict[str, str], ...]
-    namespaced_kinds: tuple[dict[str, str], ...]
-    # Secrets the chart renders and the controller then fills with its webhook certificate (the name its
-    # Configuration gives the cert manager). Argo CD must neither report nor undo that: see component_application.
-    cert_secrets: tuple[str, ...] = ()
-
-
-CHARTS = {
-    "kyverno": Chart("https://kyverno.github.io/kyverno/", False, "kyverno", "KYVERNO_CHART_VERSION",
-                     "github.com/kyverno/kyverno", "KYVERNO_VERSION",
-                     # Kyverno registers its webhook configurations itself, at run time.
-                     (_CRD, *_RBAC_CLUSTER),
-                     (*_NAMESPACED_BASICS, {"group": "batch", "kind": "Job"})),
-    "jobset": Chart("registry.k8s.io/jobset/charts", True, "jobset", "JOBSET_CHART_VERSION",
-                    "sigs.k8s.io/jobset", "JOBSET_VERSION",
-                    (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET),
-                    ("jobset-webhook-server-cert",)),
-    "trainer": Chart("ghcr.io/kubeflow/charts", True, "kubeflow-trainer", "TRAINER_CHART_VERSION",
-                     "github.com/kubeflow/trainer/v2", "TRAINER_VERSION",
-                     (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS), (*_NAMESPACED_BASICS, _SECRET),
-                     ("kubeflow-trainer-webhook-cert",)),
-    "kueue": Chart("registry.k8s.io/kueue/charts", True, "kueue", "KUEUE_CHART_VERSION",
-                   "sigs.k8s.io/kueue", "KUEUE_VERSION",
-                   (_CRD, *_RBAC_CLUSTER, *_WEBHOOKS, {"group": "apiregistration.k8s.io", "kind": "APIService"}),
-                   (*_NAMESPACED_BASICS, _SECRET), ("kueue-webhook-server-cert",)),
-}
+# The gpugen Application's wave: after every component (components.COMPONENTS gives theirs).
+GPUGEN_WAVE = "10"
 
 
 def components(inventory: Inventory) -> dict[str, Component]:
     """The components gpugen installs, in install order."""
-    c = inventory.cluster.components
-    return {name: comp for name, comp in (("kyverno", c.kyverno), ("jobset", c.jobset), ("trainer", c.trainer),
-                                          ("kueue", c.kueue)) if comp.install}
+    return {name: component for name in COMPONENTS
+            if (component := getattr(inventory.cluster.components, name)).install}
 
 
 def chart_version(component: str) -> str:
-    return versions.pins()[CHARTS[component].version_pin]
+    return versions.pins()[COMPONENTS[component].chart.version_pin]
 
 
 def app_version(component: str) -> str:
-    return versions.pins()[CHARTS[component].app_version_pin]
+    return versions.pins()[COMPONENTS[component].chart.app_version_pin]
 
 
 # ------------------------------------------------------------------ Helm values, one function per chart
@@ -149,10 +97,7 @@ def kyverno_values(inventory: Inventory) -> dict[str, Any]:
     return {"crds": {"install": True}, "admissionController": admission}
 
 
-# Release names: they name the charts' objects, service accounts included. "kubeflow-trainer" (the chart's name)
-# makes Trainer's controller kubeflow-trainer-controller-manager, as in upstream's manifests
-# (naming.CHART_SERVICE_ACCOUNTS).
-RELEASE_NAMES = {"kyverno": "kyverno", "jobset": "jobset", "trainer": "kubeflow-trainer", "kueue": "kueue"}
+# Each component's Helm values: a new component adds its function here.
 VALUES = {"kyverno": kyverno_values, "jobset": jobset_values, "trainer": trainer_values, "kueue": kueue_values}
 
 
@@ -171,7 +116,7 @@ def app_project(inventory: Inventory, app: str, destinations: list[str], cluster
     gitops = inventory.cluster.gitops
     spec: dict[str, Any] = {
         "description": f"gpugen: what the {app} Application may change",
-        "sourceRepos": [chart_source(inventory, app).repo_url] if app in CHARTS else [gitops.repoURL],
+        "sourceRepos": [chart_source(inventory, app).repo_url] if app in COMPONENTS else [gitops.repoURL],
         "destinations": [{"server": argocd.IN_CLUSTER, "namespace": ns} for ns in destinations],
         "clusterResourceWhitelist": [dict(k) for k in cluster_kinds],
         "namespaceResourceWhitelist": [dict(k) for k in namespaced_kinds],
@@ -183,13 +128,14 @@ def app_project(inventory: Inventory, app: str, destinations: list[str], cluster
 
 
 def component_application(inventory: Inventory, name: str, component: Component) -> dict[str, Any]:
-    chart = CHARTS[name]
+    facts = COMPONENTS[name]
+    chart = facts.chart
     gitops = inventory.cluster.gitops
     spec: dict[str, Any] = {
         "project": _project_name(inventory, name),
         "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name,
                    "targetRevision": chart_version(name),
-                   "helm": {"releaseName": RELEASE_NAMES[name], "valuesObject": VALUES[name](inventory)}},
+                   "helm": {"releaseName": facts.release, "valuesObject": VALUES[name](inventory)}},
         "destination": {"server": argocd.IN_CLUSTER, "namespace": component.namespace},
         "syncPolicy": {
             "automated": {"prune": True, "selfHeal": True},
@@ -209,7 +155,7 @@ def component_application(inventory: Inventory, name: str, component: Component)
         "apiVersion": argocd.API_VERSION,
         "kind": "Application",
         "metadata": _waved(metadata(inventory, f"{inventory.cluster.name}-{name}", namespace=gitops.applicationNamespace,
-                                    labels={COMPONENT_LABEL: name}), APP_WAVES[name]),
+                                    labels={COMPONENT_LABEL: name}), facts.wave),
         "spec": spec,
     }
 
@@ -227,7 +173,8 @@ def chart_source(inventory: Inventory, name: str) -> ChartSource:
     mirror = inventory.cluster.chartMirror
     if mirror:
         return ChartSource(mirror.url, True, mirror.plainHTTP)
-    return ChartSource(CHARTS[name].repo_url, CHARTS[name].oci)
+    chart = COMPONENTS[name].chart
+    return ChartSource(chart.repo_url, chart.oci)
 
 
 def chart_repository(inventory: Inventory, name: str) -> dict[str, Any]:
@@ -252,7 +199,7 @@ GPUGEN_CLUSTER_KINDS = (
     {"group": "kueue.x-k8s.io", "kind": "ClusterQueue"},
     {"group": "policies.kyverno.io", "kind": "ValidatingPolicy"},
     {"group": "policies.kyverno.io", "kind": "MutatingPolicy"},
-    *_RBAC_CLUSTER,
+    *RBAC_CLUSTER_KINDS,
     {"group": "", "kind": "Namespace"},
 )
 GPUGEN_NAMESPACED_KINDS = (
@@ -291,7 +238,7 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
     gitops = inventory.cluster.gitops
     objects: list[dict[str, Any]] = []
     for name, component in components(inventory).items():
-        chart = CHARTS[name]
+        chart = COMPONENTS[name].chart
         if chart_source(inventory, name).oci:
             objects.append(chart_repository(inventory, name))
         # CreateNamespace=true: Argo CD creates the component's namespace in the sync, under the project's rules;
@@ -308,6 +255,6 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
     # destination inside the project: the first research namespace.
     app = argocd.directory_application(inventory, gitops.applicationName, _project_name(inventory, "gpugen"),
                                        gitops.path, research[0], exclude=KUSTOMIZATION_FILE, synced_tree=True)
-    app["metadata"] = _waved(app["metadata"], APP_WAVES["gpugen"])
+    app["metadata"] = _waved(app["metadata"], GPUGEN_WAVE)
     objects.append(app)
     return objects

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders.common import metadata
+from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
-from generator.naming import CHART_SERVICE_ACCOUNTS, KUBE_SYSTEM, RESEARCH_GROUP_LABEL
+from generator.naming import KUBE_SYSTEM, RESEARCH_GROUP_LABEL
 
 API_VERSION = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -108,7 +109,7 @@ def kueue_visibility_auth_reader(inventory: Inventory) -> list[dict[str, Any]]:
         "kind": "RoleBinding",
         "metadata": metadata(inventory, "kueue-visibility-server-auth-reader", namespace=KUBE_SYSTEM),
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "extension-apiserver-authentication-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": CHART_SERVICE_ACCOUNTS["kueue"], "namespace": kueue.namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": COMPONENTS["kueue"].service_account, "namespace": kueue.namespace}],
     }]
 
 

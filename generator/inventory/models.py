@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, create_model
 
+from generator.components import COMPONENTS
 from generator.inventory.quantity import parse_quantity
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -182,17 +183,19 @@ class KueueComponent(Component):
     podsReadyTimeout: Annotated[str, StringConstraints(pattern=r"^([0-9]+(\.[0-9]+)?(h|m|s))+$")] = "10m"
 
 
-class Components(Strict):
-    """The controllers the rendered tree needs, each in the namespace of its upstream installation.
+# The model of each component's settings; a component without settings of its own uses Component.
+_COMPONENT_SETTINGS: dict[str, type[Component]] = {"kyverno": KyvernoComponent, "kueue": KueueComponent}
+
+# One field per row of the component table, defaulting to the component's upstream namespace.
+Components = create_model(
+    "Components", __base__=Strict, __module__=__name__,
+    __doc__="""The controllers the rendered tree needs, each in the namespace of its upstream installation.
 
     JobSet goes beside Trainer in kubeflow-system, where Trainer's own chart would put it, so the controller
     identities in `controllers` stay those of the upstream installation.
-    """
-
-    kyverno: KyvernoComponent = KyvernoComponent(namespace="kyverno")
-    jobset: Component = Component(namespace="kubeflow-system")
-    trainer: Component = Component(namespace="kubeflow-system")
-    kueue: KueueComponent = KueueComponent(namespace="kueue-system")
+    """,
+    **{name: (model, model(namespace=component.default_namespace)) for name, component in COMPONENTS.items()
+       for model in (_COMPONENT_SETTINGS.get(name, Component),)})
 
 
 class Cluster(Strict):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 
+from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import exact_arithmetic, format_total, parse_quantity
 from generator.naming import KUBERNETES_RESOURCE, allocated_pods, flavor_name, platform_namespaces, runtime_name
@@ -78,19 +79,10 @@ def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
             yield ("cluster", "storage", which, "mountPath"), "/dev/shm is the runtimes' memory-backed shared memory"
 
 
-# What the rendered tree needs from each component (its CRDs, its webhooks and controller).
-COMPONENT_NEEDS = {
-    "kyverno": "the ValidatingPolicy/MutatingPolicy CRDs and admission webhooks that enforce the guardrails",
-    "jobset": "the JobSet CRD and controller every TrainJob runs through",
-    "trainer": "the ClusterTrainingRuntime/TrainJob CRDs and the Trainer controller",
-    "kueue": "the ResourceFlavor/ClusterQueue/LocalQueue CRDs and the Kueue controller",
-}
-
-
 def _check_components(inventory: Inventory) -> Iterator[Finding]:
     components = inventory.cluster.components
-    for name, needs in COMPONENT_NEEDS.items():
-        component = getattr(components, name)
+    for name, facts in COMPONENTS.items():
+        needs, component = facts.needs, getattr(components, name)
         if not component.install and not component.existing:
             yield ("cluster", "components", name, "install"), (
                 f"{name} is not installed and no existing installation is declared, but the rendered tree needs "

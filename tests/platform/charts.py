@@ -25,7 +25,8 @@ import tempfile
 
 import yaml
 
-from generator.builders.platform import CHARTS, COMPONENT_LABEL
+from generator.builders.platform import COMPONENT_LABEL
+from generator.components import COMPONENTS
 from generator.versions import pins
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def component_of(application: dict) -> str:
 
 
 def chart_source_dir(component: str) -> pathlib.Path:
-    chart = CHARTS[component]
+    chart = COMPONENTS[component].chart
     return module_dir(chart.module, pins()[chart.app_version_pin]) / "charts" / chart.name
 
 
@@ -130,7 +131,7 @@ def helm_template(application: dict, workdir: pathlib.Path | None = None) -> lis
 def template_with_details(application: dict, workdir: pathlib.Path | None = None) -> tuple[list[dict], list[str]]:
     component = component_of(application)
     source = application["spec"]["source"]
-    chart = CHARTS[component]
+    chart = COMPONENTS[component].chart
     assert source["chart"] == chart.name and source["targetRevision"] == pins()[chart.version_pin], source
     helm = tool("helm")
     if not helm.exists():
