@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from generator.inventory.quantity import parse_quantity
+from generator.kinds import SYNCED_KINDS
 from generator.naming import GPU_CLASS_ANNOTATION
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
@@ -20,20 +21,6 @@ Files = dict[str, bytes]
 GITHUB_COMMENT_LIMIT = 65_536
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # a national-scale plan reads two 8,000-file trees
 RECREATE = "delete and recreate"
-
-# Fields the API server refuses to change in place (CRD CEL `self == oldSelf` rules of the pinned versions).
-# Argo CD's sync fails on them; the object must be deleted and recreated (Replace=true or by hand).
-IMMUTABLE_FIELDS = {
-    "LocalQueue": ("spec.clusterQueue",),
-    "ResourceFlavor": ("spec.topologyName",),
-    "ClusterTrainingRuntime": tuple(f"spec.template.spec.{name}" for name in (
-        "failurePolicy", "network", "startupPolicy", "successPolicy", "volumeClaimPolicies")) + (
-        "spec.template.spec.replicatedJobs[*].dependsOn",),
-}
-# Kind order in reports: what users touch first.
-KIND_ORDER = ("ClusterTrainingRuntime", "ResourceFlavor", "ClusterQueue", "LocalQueue", "ValidatingPolicy",
-              "MutatingPolicy", "ClusterRole", "ClusterRoleBinding")
-
 
 @dataclass(frozen=True)
 class FieldChange:
@@ -64,7 +51,7 @@ class Plan:
         grouped: dict[str, list[ObjectChange]] = {}
         for change in self.changes:
             grouped.setdefault(change.key[0], []).append(change)
-        order = {kind: i for i, kind in enumerate(KIND_ORDER)}
+        order = {kind: i for i, kind in enumerate(SYNCED_KINDS)}  # what users touch first
         return dict(sorted(grouped.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 
 
@@ -142,6 +129,11 @@ def _quotas_by_class(queue: dict[str, Any], flavor_classes: dict[str, str]) -> d
             for (flavor, resource), amount in _nominal_quotas(queue).items()}
 
 
+def _immutable_fields(kind: str) -> tuple[str, ...]:
+    known = SYNCED_KINDS.get(kind)
+    return known.immutable_fields if known else ()
+
+
 WAITS_ON_WORKLOADS = "waits on running workloads"
 
 
@@ -151,7 +143,7 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
     for change in changes:
         kind, _, name = change.key
         if change.action == "changed":
-            for pattern in IMMUTABLE_FIELDS.get(kind, ()):
+            for pattern in _immutable_fields(kind):
                 touched = sorted({fc.path for fc in change.fields if _matches(fc.path, pattern)})
                 if touched:
                     risks.append(Risk(change.key, f"{RECREATE}: {', '.join(touched)} is immutable; the server "

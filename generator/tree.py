@@ -10,21 +10,11 @@ from typing import Any
 
 from generator import emit, limits, userdocs, versions
 from generator.builders import bootstrap_objects, synced_objects
+from generator.kinds import GROUP_FOLDERS
 from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory.models import Inventory
 
 Files = dict[str, bytes]
-
-# API group -> top-level folder, named after the upstream project.
-_FOLDERS = {
-    "trainer.kubeflow.org": "trainer",
-    "kueue.x-k8s.io": "kueue",
-    "policies.kyverno.io": "kyverno",
-    "rbac.authorization.k8s.io": "rbac",
-    "argoproj.io": "argocd",
-    "": "core",
-}
-
 
 @dataclass(frozen=True)
 class RenderedTrees:
@@ -38,7 +28,7 @@ def object_path(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     # Namespaces are DNS labels (no dots), so namespace.name is unambiguous.
     stem = f"{meta['namespace']}.{meta['name']}" if "namespace" in meta else meta["name"]
-    return f"{_FOLDERS[group]}/{obj['kind'].lower()}/{stem}.yaml"
+    return f"{GROUP_FOLDERS[group]}/{obj['kind'].lower()}/{stem}.yaml"
 
 
 def _files(objects: list[dict[str, Any]], source: str, over_limits: list[tuple[str, str]] | None = None) -> Files:

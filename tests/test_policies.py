@@ -42,6 +42,7 @@ from generator import emit
 from generator.builders import kyverno, trainer
 from generator.inventory import load_inventory
 from generator.inventory.models import Inventory
+from generator.kinds import JOBSET
 from generator.naming import controller_identities
 from generator.versions import pin
 
@@ -60,7 +61,7 @@ POLICIES_FOR = {
 MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY)
 FLAG = {"ValidatingPolicy": "isValidatingPolicy", "MutatingPolicy": "isMutatingPolicy"}  # kyverno-test.yaml
 API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1",
-                "JobSet": f"{kyverno.JOBSET_GROUP}/{kyverno.JOBSET_VERSION}"}
+                "JobSet": JOBSET.api_version}
 # Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<TAG>); the fixture fills in the
 # address of the registry it started and the digests it pushed.
 REGISTRY = "REGISTRY"

@@ -11,23 +11,10 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import Inventory
+from generator.kinds import ARGOCD, SYNCED_KINDS
 
-API_VERSION = "argoproj.io/v1alpha1"
+API_VERSION = ARGOCD.api_version
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
-# Guardrails first; flavors before the ClusterQueues that name them, ClusterQueues before their LocalQueues.
-# Pruning: see SYNCED_TREE_OPTIONS (PruneLast).
-SYNC_WAVES = {
-    "Namespace": "-2",  # before everything that lives in one
-    "ValidatingPolicy": "-1",
-    "MutatingPolicy": "-1",
-    "ClusterRole": "0",
-    "ClusterRoleBinding": "0",
-    "RoleBinding": "0",
-    "ClusterTrainingRuntime": "0",
-    "ResourceFlavor": "1",
-    "ClusterQueue": "2",
-    "LocalQueue": "3",
-}
 
 
 # The synced tree is read as a plain directory of manifests, not built with kustomize: Argo CD's repo server
@@ -41,9 +28,9 @@ SYNC_WAVES = {
 
 
 def with_sync_wave(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object with its kind's sync-wave annotation; every synced kind must have a wave."""
+    """The object with its kind's sync-wave annotation (kinds.SYNCED_KINDS)."""
     annotations = dict(obj["metadata"].get("annotations", {}))
-    annotations[SYNC_WAVE] = SYNC_WAVES[obj["kind"]]
+    annotations[SYNC_WAVE] = SYNCED_KINDS[obj["kind"]].wave
     return {**obj, "metadata": {**obj["metadata"], "annotations": dict(sorted(annotations.items()))}}
 
 

@@ -16,9 +16,10 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import Inventory
+from generator.kinds import CORE
 from generator.naming import RESEARCH_GROUP_LABEL
 
-API_VERSION = "v1"
+API_VERSION = CORE.api_version
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 NEVER_PRUNE_OR_DELETE = "Prune=false,Delete=false"
 COMPARE_OPTIONS = "argocd.argoproj.io/compare-options"

@@ -12,10 +12,11 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts
+from generator.kinds import KUEUE, KUEUE_CONFIG
 from generator.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, allocated_pods, flavor_name,
                               research_namespaces)
 
-API_VERSION = "kueue.x-k8s.io/v1beta2"
+API_VERSION = KUEUE.api_version
 DEFAULT_LOCAL_QUEUE = "default"
 # One resource group; `pods` guarantees every pod set gets a flavor even when it asks for no GPU.
 # Each flavor must list its resources in exactly this order (Kueue webhook rule).
@@ -114,7 +115,7 @@ def local_queues(inventory: Inventory) -> list[dict[str, Any]]:
 #   ENABLED integration (jobframework.IsOwnerManagedByKueueForObject); without this one, the Jobs of an admitted
 #   TrainJob's JobSet would get the `default` queue label and be queued a second time.
 KUEUE_INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
-CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
+CONFIG_API_VERSION = KUEUE_CONFIG.api_version
 
 
 def manager_configuration(inventory: Inventory) -> dict[str, Any]:

@@ -41,11 +41,11 @@ import yaml
 
 from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
-from generator.builders.trainer import API_VERSION as TRAINER_API_VERSION
 from generator.inventory.models import Inventory
+from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
 from generator.naming import GPU_RESOURCE, controller_identities, research_namespaces, runtime_name
 
-API_VERSION = "policies.kyverno.io/v1"
+API_VERSION = KYVERNO.api_version
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # The runtimePatches entry Kueue writes on admission. Only used to tell Kueue's entry from the user's:
 # the string is user-settable, so the exemption itself is by request.userInfo.username alone.
@@ -58,7 +58,6 @@ VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 DEVICE_ENV = (VISIBLE_DEVICES, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS")
 NO_DEVICES = "void"  # the toolkit's value for "no GPU"
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"  # containerd and CRI-O inject the CDI devices these annotations name
-JOBSET_GROUP, JOBSET_VERSION = "jobset.x-k8s.io", "v1alpha2"
 # A Job's controller owner that Kueue does not manage: the CronJob controller's Jobs are queued themselves.
 UNMANAGED_OWNERS = ({"apiVersion": "batch/v1", "kind": "CronJob"},)
 
@@ -73,7 +72,7 @@ GPU_VISIBILITY = "gpu-visibility"
 MUTATE_GPU_VISIBILITY = "pod-gpu-visibility"
 IMAGE_ARCH = "trainjob-image-arch"
 
-_TRAINER_GROUP, _TRAINER_VERSION = TRAINER_API_VERSION.split("/")
+_TRAINER_GROUP, _TRAINER_VERSION = TRAINER.name, TRAINER.version
 
 
 def cel(value: Any) -> str:
@@ -126,15 +125,15 @@ def _trainjobs(operations: list[str]) -> dict[str, Any]:
 
 
 def _jobs(operations: list[str]) -> dict[str, Any]:
-    return _rule("batch", "v1", "jobs", operations)
+    return _rule(BATCH.name, BATCH.version, "jobs", operations)
 
 
 def _jobsets(operations: list[str]) -> dict[str, Any]:
-    return _rule(JOBSET_GROUP, JOBSET_VERSION, "jobsets", operations)
+    return _rule(JOBSET.name, JOBSET.version, "jobsets", operations)
 
 
 def _pods(operations: list[str]) -> dict[str, Any]:
-    return _rule("", "v1", "pods", operations)
+    return _rule(CORE.name, CORE.version, "pods", operations)
 
 
 def _match(inventory: Inventory, *rules: dict[str, Any]) -> dict[str, Any]:

@@ -24,10 +24,11 @@ from typing import Any
 from generator import emit, versions
 from generator.builders import argocd, kueue, rbac
 from generator.builders.common import metadata
-from generator.components import COMPONENTS, RBAC_CLUSTER_KINDS
+from generator.components import COMPONENTS
 from generator.layout import KUSTOMIZATION_FILE
 from generator.naming import KUBE_SYSTEM, research_namespaces
 from generator.inventory.models import Component, Inventory
+from generator.kinds import RBAC, project_whitelist
 
 COMPONENT_LABEL = "gpugen/component"
 # The gpugen Application's wave: after every component (components.COMPONENTS gives theirs).
@@ -192,22 +193,6 @@ def chart_repository(inventory: Inventory, name: str) -> dict[str, Any]:
     }
 
 
-# Kinds in rendered/ (cluster-scoped, namespaced): the gpugen Application's AppProject allows exactly these.
-GPUGEN_CLUSTER_KINDS = (
-    {"group": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
-    {"group": "kueue.x-k8s.io", "kind": "ResourceFlavor"},
-    {"group": "kueue.x-k8s.io", "kind": "ClusterQueue"},
-    {"group": "policies.kyverno.io", "kind": "ValidatingPolicy"},
-    {"group": "policies.kyverno.io", "kind": "MutatingPolicy"},
-    *RBAC_CLUSTER_KINDS,
-    {"group": "", "kind": "Namespace"},
-)
-GPUGEN_NAMESPACED_KINDS = (
-    {"group": "kueue.x-k8s.io", "kind": "LocalQueue"},
-    {"group": "rbac.authorization.k8s.io", "kind": "RoleBinding"},
-)
-
-
 def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
     """Applied once by hand: the bootstrap project and the Application that syncs bootstrap/platform."""
     gitops = inventory.cluster.gitops
@@ -217,7 +202,7 @@ def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
     kube_system = inventory.cluster.components.kueue.install
     destinations = [gitops.applicationNamespace, *([KUBE_SYSTEM] if kube_system else [])]
     namespaced = [{"group": "argoproj.io", "kind": "Application"}, {"group": "argoproj.io", "kind": "AppProject"},
-                  {"group": "", "kind": "Secret"}, *([{"group": rbac.RBAC_GROUP, "kind": "RoleBinding"}]
+                  {"group": "", "kind": "Secret"}, *([{"group": RBAC.name, "kind": "RoleBinding"}]
                                                      if kube_system else [])]
     return [
         {"apiVersion": argocd.API_VERSION, "kind": "AppProject",
@@ -250,7 +235,8 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
     # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
     objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
     research = research_namespaces(inventory)
-    objects.append(app_project(inventory, "gpugen", research, GPUGEN_CLUSTER_KINDS, GPUGEN_NAMESPACED_KINDS, "-1"))
+    objects.append(app_project(inventory, "gpugen", research, project_whitelist(namespaced=False),
+                               project_whitelist(namespaced=True), "-1"))
     # Every namespaced object in rendered/ names its namespace; Argo CD still wants the Application's own
     # destination inside the project: the first research namespace.
     app = argocd.directory_application(inventory, gitops.applicationName, _project_name(inventory, "gpugen"),

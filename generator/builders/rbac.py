@@ -14,10 +14,11 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
+from generator.kinds import RBAC
 from generator.naming import KUBE_SYSTEM, RESEARCH_GROUP_LABEL
 
-API_VERSION = "rbac.authorization.k8s.io/v1"
-RBAC_GROUP = "rbac.authorization.k8s.io"
+API_VERSION = RBAC.api_version
+RBAC_GROUP = RBAC.name
 RUNTIME_READER = "training-runtime-reader"
 RESEARCHER = "researcher"
 

@@ -12,9 +12,10 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import GpuClass, Inventory
+from generator.kinds import TRAINER
 from generator.naming import GPU_CLASS_ANNOTATION, runtime_name
 
-API_VERSION = "trainer.kubeflow.org/v1alpha1"
+API_VERSION = TRAINER.api_version
 NODE = "node"  # replicated job and container name the SDK and webhook look for
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 SHM_VOLUME = "dshm"
