@@ -1,20 +1,17 @@
-"""Command line: wires loading, building and writing together; no logic of its own."""
+"""Command line: parses options, runs one use case (generator/usecases.py) and maps its refusals
+(generator/errors.py) to messages and exit codes; no logic of its own."""
 
 from __future__ import annotations
 
 import gc
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from generator.inventory import InventoryInvalid, Problem, load_inventory
-from generator.layout import directory_size_warning
-from generator.limits import OverLimits
-from generator.tree import render_trees
-from generator.write import (OutputRefused, apply_outputs, check_outputs_apart, describe_os_error, generated_by_us,
-                             output_lock, pending_file, pending_tree, remove_leftovers, resolve_output)
+from generator import usecases
+from generator.errors import BaseUnreadable, EditRefused, InventoryInvalid, OutputRefused, OverLimits, Problem
+from generator.write import describe_os_error
 
 EXIT_STALE = 1
 EXIT_INVALID = 2
@@ -33,21 +30,31 @@ def _exit_invalid(invalid: InventoryInvalid, summary: str) -> None:
     sys.exit(EXIT_INVALID)
 
 
-def _render_or_exit(inventory_path: Path):
-    try:
-        inventory = load_inventory(inventory_path)
-    except InventoryInvalid as invalid:
-        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s); nothing written.")
-    try:
-        return render_trees(inventory, inventory_path.name)
-    except OverLimits as over:
-        _exit_invalid(InventoryInvalid([Problem(str(inventory_path), 0, 0, f"rendered {path}", reason)
-                                        for path, reason in over.problems]),
-                      f"{inventory_path}: {{count}} rendered object(s) over Kubernetes' limits; nothing written.")
+def _over_limits(inventory_path: Path, over: OverLimits) -> InventoryInvalid:
+    """Rendered objects over Kubernetes' limits, reported like inventory problems (no line to point at)."""
+    return InventoryInvalid([Problem(str(inventory_path), 0, 0, f"rendered {path}", reason)
+                             for path, reason in over.problems])
+
+
+def _refused(where: str, error: Exception, tail: str) -> None:
+    """An output or the file system refused: one line, exit 2."""
+    reason = describe_os_error(error) if isinstance(error, OSError) else str(error)
+    click.echo(f"{where}{reason}{tail}", err=True)
+    sys.exit(EXIT_INVALID)
+
+
+# The inventory this run reads, for the one message given after click has returned (out of memory).
+_RUN = {"inventory": "gpu_classes.yaml"}
+
+
+def _note_inventory(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    _RUN["inventory"] = str(value)
+    return value
 
 
 INVENTORY_OPTION = click.option("--inventory", "inventory_path", default="gpu_classes.yaml", show_default=True,
-                                type=click.Path(dir_okay=False, path_type=Path), help="Inventory to render.")
+                                type=click.Path(dir_okay=False, path_type=Path), callback=_note_inventory,
+                                help="Inventory to render.")
 
 
 @main.command()
@@ -78,49 +85,33 @@ def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: 
 
 
 def _render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: Path, check: bool) -> None:
-    trees = _render_or_exit(inventory_path)
-    warning = directory_size_warning(trees.synced)
-    if warning:
-        click.echo(f"warning: {warning}", err=True)
     try:
-        # Resolved first: a symlinked output is written through, never replaced by a directory.
-        out, boot, docs = (resolve_output(path) for path in (out_dir, bootstrap_dir, docs_path))
-        check_outputs_apart([out, boot], [docs], [resolve_output(inventory_path)])
-        # Read and write under one lock: a concurrent render of the same outputs waits, so neither sees the
-        # other's half-swapped state.
-        with output_lock([out, boot, docs], shared=check):
-            if not check:
-                for target in (out, boot, docs):
-                    remove_leftovers(target)  # what a killed render left behind
-            outputs = [pending_tree(trees.synced, out), pending_tree(trees.bootstrap, boot),
-                       pending_file(trees.docs, docs)]
-            if check:
-                _check(outputs, inventory_path, out_dir, bootstrap_dir, docs_path)
-                return
-            for output, changes in zip(outputs, apply_outputs(outputs)):
-                _report(output.label, changes, output.count)
+        result = usecases.render(inventory_path, usecases.Outputs(out_dir, bootstrap_dir, docs_path), check=check)
+    except InventoryInvalid as invalid:
+        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s); nothing written.")
+    except OverLimits as over:
+        _exit_invalid(_over_limits(inventory_path, over),
+                      f"{inventory_path}: {{count}} rendered object(s) over Kubernetes' limits; nothing written.")
     except OutputRefused as refused:
-        click.echo(f"error: {refused}", err=True)
-        sys.exit(EXIT_INVALID)
+        _refused("error: ", refused, "")
     except OSError as error:
-        click.echo(f"error: {describe_os_error(error)}; the outputs were left as they were.", err=True)
-        sys.exit(EXIT_INVALID)
-
-
-def _check(outputs, inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: Path) -> None:
-    stale = [line for output in outputs for line in output.stale_lines()]
-    for line in stale:
-        click.echo(line)
-    if stale:
-        click.echo(f"Stale: run `make render` and commit the result ({len(stale)} file(s) differ).", err=True)
-        sys.exit(EXIT_STALE)
-    click.echo(f"Up to date: {out_dir}/, {bootstrap_dir}/ and {docs_path} match {inventory_path}.")
-
-
-def _report(what: str, changes, total: int) -> None:
-    summary = (f"{len(changes.added)} added, {len(changes.changed)} changed, {len(changes.removed)} removed"
-               if changes else "up to date")
-    click.echo(f"{what}: {summary} ({total} files)")
+        _refused("error: ", error, "; the outputs were left as they were.")
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if check:
+        for line in result.stale:
+            click.echo(line)
+        if result.stale:
+            click.echo(f"Stale: run `make render` and commit the result ({len(result.stale)} file(s) differ).",
+                       err=True)
+            sys.exit(EXIT_STALE)
+        click.echo(f"Up to date: {out_dir}/, {bootstrap_dir}/ and {docs_path} match {inventory_path}.")
+        return
+    for written in result.written:
+        changes = written.changes
+        summary = (f"{len(changes.added)} added, {len(changes.changed)} changed, {len(changes.removed)} removed"
+                   if changes else "up to date")
+        click.echo(f"{written.label}: {summary} ({written.files} files)")
 
 
 @main.command()
@@ -136,22 +127,17 @@ def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> 
 
     Writes nothing. Exit codes: 0 plan shown; 2 invalid inventory or unreadable base.
     """
-    from generator.gitfiles import GitError, files_at  # plan-only imports stay off the render path
-    from generator.plan import format_markdown, format_text, make_plan
+    from generator.plan import format_markdown, format_text  # plan-only imports stay off the render path
 
-    trees = _render_or_exit(inventory_path)
     try:
-        base_files = files_at(base, out_dir)
-    except (GitError, OSError, ValueError) as error:  # ValueError: --out outside the repository
-        click.echo(f"error: cannot read {out_dir}/ at {base}: {' '.join(str(error).split())}", err=True)
-        sys.exit(EXIT_INVALID)
-    foreign = sorted(path for path, content in base_files.items() if not generated_by_us(content))
-    if foreign:
-        listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
-        click.echo(f"error: {out_dir}/ at {base} holds files gpugen did not write ({listed}): is --out the "
-                   "rendered tree?", err=True)
-        sys.exit(EXIT_INVALID)
-    result = make_plan(base_files, trees.synced)
+        result = usecases.plan(inventory_path, out_dir, base)
+    except InventoryInvalid as invalid:
+        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s); nothing written.")
+    except OverLimits as over:
+        _exit_invalid(_over_limits(inventory_path, over),
+                      f"{inventory_path}: {{count}} rendered object(s) over Kubernetes' limits; nothing written.")
+    except BaseUnreadable as unreadable:
+        _refused("error: ", unreadable, "")
     click.echo(format_markdown(result) if output_format == "markdown" else format_text(result), nl=False)
 
 
@@ -169,23 +155,15 @@ def _apply(inventory_path: Path, edit_name: str, *args, **kwargs) -> None:
     from generator.inventory import edit  # ruamel.yaml is imported only when editing
 
     try:
-        edit.apply_edit(inventory_path, getattr(edit, edit_name)(*args, **kwargs))
-    except edit.EditRefused as refused:
-        click.echo(f"{inventory_path}: {refused}; nothing written.", err=True)
-        sys.exit(EXIT_INVALID)
+        usecases.edit_inventory(inventory_path, getattr(edit, edit_name)(*args, **kwargs))
+    except (EditRefused, OutputRefused, OSError) as refused:
+        _refused(f"{inventory_path}: ", refused, "; nothing written.")
     except InventoryInvalid as invalid:
         _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s) before or after the edit; nothing written.")
     except OverLimits as over:
-        _exit_invalid(InventoryInvalid([Problem(str(inventory_path), 0, 0, f"rendered {path}", reason)
-                                        for path, reason in over.problems]),
+        _exit_invalid(_over_limits(inventory_path, over),
                       f"{inventory_path}: the edit would render {{count}} object(s) over Kubernetes' limits; "
                       "nothing written.")
-    except OutputRefused as refused:
-        click.echo(f"{inventory_path}: {refused}; nothing written.", err=True)
-        sys.exit(EXIT_INVALID)
-    except OSError as error:
-        click.echo(f"{inventory_path}: {describe_os_error(error)}; nothing written.", err=True)
-        sys.exit(EXIT_INVALID)
     click.echo(f"updated {inventory_path}; run `make render` to update the rendered tree.")
 
 
@@ -264,16 +242,10 @@ def set_allocation_command(inventory_path, group, class_name, gpus, cpu, memory)
               help="Write here (only when it changes) instead of printing.")
 def schema(out_path: Path | None) -> None:
     """Export the inventory's JSON Schema (committed as schema/gpu_classes.schema.json for editors)."""
-    from generator.inventory.models import json_schema
-
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    text, written = usecases.export_schema(out_path)
     if out_path is None:
         click.echo(text, nl=False)
-    elif not out_path.is_file() or out_path.read_text(encoding="utf-8") != text:
-        from generator.write import write_file_atomically
-
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        write_file_atomically(out_path, text.encode("utf-8"))
+    elif written:
         click.echo(f"wrote {out_path}")
 
 
@@ -297,8 +269,6 @@ def run() -> None:
     try:
         main()
     except MemoryError:
-        args = sys.argv[1:]
-        inventory = args[args.index("--inventory") + 1] if "--inventory" in args[:-1] else "gpu_classes.yaml"
-        click.echo(f"error: {inventory}: refused: this needs more than {limit_mb} MB of memory "
+        click.echo(f"error: {_RUN['inventory']}: refused: this needs more than {limit_mb} MB of memory "
                    "(GPUGEN_MEMORY_LIMIT_MB); the outputs were left as they were.", err=True)
         sys.exit(EXIT_INVALID)

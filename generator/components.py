@@ -3,7 +3,7 @@
 Everything else reads this table: the inventory schema (`cluster.components.<name>`, its default namespace), the
 rules (what the rendered tree needs from a component that is neither installed nor declared existing), the
 controller identities the policies let through, and the app-of-apps (chart, release, sync wave, the kinds its
-AppProject allows). A component's Helm values are built by builders/platform.py (`VALUES`), the one builder a new
+AppProject allows). A component's Helm values are built by builders/bootstrap.py (`VALUES`), the one builder a new
 component adds to.
 
 Rows are in install order, which is also the order of the inventory's keys and of bootstrap/platform.

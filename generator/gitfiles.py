@@ -6,11 +6,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from generator.errors import GitError
+
 Files = dict[str, bytes]
-
-
-class GitError(Exception):
-    pass
 
 
 def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:

@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any
 
+
 MAX_NAME = 253
 MAX_LABEL_VALUE = 63
 MAX_ANNOTATIONS_BYTES = 256 * 1024
@@ -102,11 +103,3 @@ def path_problems(path: str) -> list[str]:
             problems.append(f"its file name {part[:60]}... is {len(part.encode())} bytes; file systems allow "
                             f"{MAX_FILE_NAME_BYTES}: shorten the name it comes from")
     return problems
-
-
-class OverLimits(Exception):
-    """Rendered objects Kubernetes or the file system would refuse: (file path, reason) pairs."""
-
-    def __init__(self, problems: list[tuple[str, str]]):
-        self.problems = problems
-        super().__init__("\n".join(f"{path}: {reason}" for path, reason in problems))

@@ -13,7 +13,8 @@ import yaml
 
 from generator.inventory.quantity import parse_quantity
 from generator.kinds import SYNCED_KINDS
-from generator.naming import GPU_CLASS_ANNOTATION
+from generator.repo_server import KUSTOMIZATION_FILE
+from generator.inventory.naming import GPU_CLASS_ANNOTATION
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 Files = dict[str, bytes]
@@ -58,7 +59,7 @@ class Plan:
 def objects_of(files: Files) -> dict[Key, dict[str, Any]]:
     objects = {}
     for path, content in files.items():
-        if path.endswith("kustomization.yaml") or not path.endswith(".yaml"):
+        if path.endswith(KUSTOMIZATION_FILE) or not path.endswith(".yaml"):
             continue
         for obj in yaml.load_all(content, Loader=_Loader):
             if obj:

@@ -11,7 +11,8 @@ from typing import Any
 from generator import emit, limits, userdocs, versions
 from generator.builders import bootstrap_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
-from generator.layout import KUSTOMIZATION_FILE
+from generator.repo_server import KUSTOMIZATION_FILE
+from generator.errors import OverLimits
 from generator.inventory.models import Inventory
 
 Files = dict[str, bytes]
@@ -60,15 +61,15 @@ def _bootstrap_files(inventory: Inventory, source: str, over_limits: list[tuple[
 
 
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
-    """Raises limits.OverLimits when an object would exceed what Kubernetes or the file system accepts."""
+    """Raises errors.OverLimits when an object would exceed what Kubernetes or the file system accepts."""
     over_limits: list[tuple[str, str]] = []
     objects = synced_objects(inventory)
     if len(objects) > limits.MAX_OBJECTS:
-        raise limits.OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+        raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
     synced = _files(objects, source, over_limits)
     synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
     bootstrap = _bootstrap_files(inventory, source, over_limits)
     if over_limits:
-        raise limits.OverLimits(over_limits)
+        raise OverLimits(over_limits)
     return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap,
                          docs=userdocs.runtimes_page(inventory, source).encode("utf-8"))

@@ -14,7 +14,7 @@ from string import Template
 
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory.models import GpuClass, Inventory
-from generator.naming import flavor_name, runtime_name
+from generator.inventory.naming import flavor_name, runtime_name
 
 TEMPLATES = Path(__file__).with_name("templates")
 

@@ -12,7 +12,7 @@ import yaml
 from conftest import INVENTORY
 
 from generator.builders import bootstrap_objects
-from generator.builders.platform import COMPONENT_LABEL, GPUGEN_WAVE
+from generator.builders.bootstrap import COMPONENT_LABEL, GPUGEN_WAVE
 from generator.components import COMPONENTS
 from generator.inventory import load_inventory_text
 from generator.versions import pins

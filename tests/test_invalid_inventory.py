@@ -127,7 +127,7 @@ CASES = [
          "groups.nlp-lab.namespaces[1]", r"'kueue-system' belongs to the platform"),
     Case("research-namespace-of-argo-cd", [("namespaces: [vision-lab]", "namespaces: [argocd]")], "[argocd]",
          "groups.vision-lab.namespaces[0]", r"'argocd' belongs to the platform"),
-    # platform_namespaces follows the inventory: Kueue moved into a namespace a group also lists.
+    # reserved_namespaces follows the inventory: Kueue moved into a namespace a group also lists.
     Case("research-namespace-of-a-moved-component",
          [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: true, namespace: nlp-lab-teaching")],
          "nlp-lab-teaching]", "groups.nlp-lab.namespaces[1]", r"'nlp-lab-teaching' belongs to the platform"),

@@ -20,7 +20,7 @@ from validation import validation_support as vs
 from validation.validation_support import unavailable
 
 from generator.inventory.quantity import parse_quantity
-from generator.layout import directory_size_warning
+from generator.repo_server import directory_size_warning
 from generator.versions import pin
 
 POD_SPEC_PATH = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")

@@ -43,7 +43,7 @@ from generator.builders import kyverno, trainer
 from generator.inventory import load_inventory
 from generator.inventory.models import Inventory
 from generator.kinds import JOBSET
-from generator.naming import controller_identities
+from generator.inventory.naming import controller_identities
 from generator.versions import pin
 
 HERE = REPO / "tests" / "policies"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.builders import argocd, core, kueue, kyverno, platform, rbac, trainer
+from generator.builders import argocd, bootstrap, core, kueue, kyverno, rbac, trainer
 from generator.inventory.models import Inventory
 
 
@@ -24,4 +24,4 @@ def synced_objects(inventory: Inventory) -> list[dict[str, Any]]:
 
 def bootstrap_objects(inventory: Inventory) -> dict[str, list[dict[str, Any]]]:
     """bootstrap/ by folder: root/ is applied once by hand and syncs platform/ (the components, then gpugen)."""
-    return {"root": platform.root_objects(inventory), "platform": platform.platform_objects(inventory)}
+    return {"root": bootstrap.root_objects(inventory), "platform": bootstrap.platform_objects(inventory)}

@@ -1,5 +1,5 @@
 """Argo CD (argoproj.io/v1alpha1): Applications of directories in this repository, and the sync waves of
-everything the gpugen Application syncs. The platform's app-of-apps is assembled in builders/platform.py.
+everything the gpugen Application syncs. The platform's app-of-apps is assembled in builders/bootstrap.py.
 
 The Applications live outside the synced path (bootstrap/), so a bad render can never delete the Application that
 would repair it.

@@ -17,7 +17,7 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Inventory
 from generator.kinds import CORE
-from generator.naming import RESEARCH_GROUP_LABEL
+from generator.inventory.naming import RESEARCH_GROUP_LABEL
 
 API_VERSION = CORE.api_version
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"

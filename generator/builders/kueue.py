@@ -13,7 +13,7 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts
 from generator.kinds import KUEUE, KUEUE_CONFIG
-from generator.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, allocated_pods, flavor_name,
+from generator.inventory.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, allocated_pods, flavor_name,
                               research_namespaces)
 
 API_VERSION = KUEUE.api_version

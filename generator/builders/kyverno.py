@@ -43,7 +43,7 @@ from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory.models import Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
-from generator.naming import GPU_RESOURCE, controller_identities, research_namespaces, runtime_name
+from generator.inventory.naming import GPU_RESOURCE, controller_identities, research_namespaces, runtime_name
 
 API_VERSION = KYVERNO.api_version
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -15,7 +15,7 @@ from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
 from generator.kinds import RBAC
-from generator.naming import KUBE_SYSTEM, RESEARCH_GROUP_LABEL
+from generator.inventory.naming import KUBE_SYSTEM, RESEARCH_GROUP_LABEL
 
 API_VERSION = RBAC.api_version
 RBAC_GROUP = RBAC.name
@@ -99,7 +99,7 @@ def researcher_bindings(inventory: Inventory) -> list[dict[str, Any]]:
 def kueue_visibility_auth_reader(inventory: Inventory) -> list[dict[str, Any]]:
     """Kueue's visibility API server reads the API server's client-CA ConfigMap in kube-system. Its chart would
     bind that itself, outside the Kueue Application's project; the binding is rendered by gpugen instead, with
-    the chart's name and subject (builders/platform.py switches the chart's copy off and puts this one in the
+    the chart's name and subject (builders/bootstrap.py switches the chart's copy off and puts this one in the
     app-of-apps, ahead of Kueue: Kueue's APIService is not Available, and so its Application not Healthy, until
     the visibility server can authenticate the API server's requests)."""
     kueue = inventory.cluster.components.kueue

@@ -13,7 +13,7 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import GpuClass, Inventory
 from generator.kinds import TRAINER
-from generator.naming import GPU_CLASS_ANNOTATION, runtime_name
+from generator.inventory.naming import GPU_CLASS_ANNOTATION, runtime_name
 
 API_VERSION = TRAINER.api_version
 NODE = "node"  # replicated job and container name the SDK and webhook look for

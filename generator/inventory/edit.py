@@ -1,7 +1,7 @@
 """Edit gpu_classes.yaml in place, keeping its comments, key order and layout (ruamel.yaml round-trip).
 
-Each edit is a pure function on the round-trip document; `apply_edit` validates the edited text exactly as a
-render would and refuses to write an invalid inventory. ruamel re-formats what it writes (indentation, flow
+Each edit is a pure function on the round-trip document; usecases.edit_inventory validates the edited text exactly
+as a render would and refuses to write an invalid inventory. ruamel re-formats what it writes (indentation, flow
 spacing, line endings); `edit_text` therefore applies only the lines the edit changed to the original text,
 so every other line stays byte for byte as it was (CRLF files stay CRLF).
 """
@@ -9,28 +9,19 @@ so every other line stays byte for byte as it was (CRLF files stay CRLF).
 from __future__ import annotations
 
 import io
-import os
 import re
-import stat
 import warnings
 from collections.abc import Callable
 from difflib import SequenceMatcher
-from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from generator.inventory.load import decode_inventory, load_inventory_text, read_inventory_bytes
-from generator.tree import render_trees
-from generator.write import output_lock, remove_leftovers, resolve_output, write_file_atomically
+from generator.errors import EditRefused
 
 Edit = Callable[[CommentedMap], None]
-
-
-class EditRefused(Exception):
-    """The edit does not apply (unknown class, existing name, ...)."""
 
 
 def _reads_as_string(text: str) -> bool:
@@ -286,38 +277,4 @@ def _kept_original_positions(bare: list[str], merged: list[str]) -> dict[int, in
     return positions
 
 
-def _refuse_read_only(target: Path) -> None:
-    # Someone made the file read-only on purpose; editors refuse to write it, and so do we. The replace
-    # itself would succeed (it renames over the file), and root passes os.access, hence the mode bits too.
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        return  # reading reports it
-    if not mode & 0o222 or not os.access(target, os.W_OK):
-        raise EditRefused(f"the file is read-only (mode {mode:04o}); make it writable (chmod u+w) to edit it")
-
-
-def apply_edit(path: Path, edit: Edit) -> str:
-    """Edit the file at `path` (through a symlink: the link stays, its target is edited); write it only if
-    the result is a valid inventory. Returns the new text.
-
-    Under the same lock as a render, so two edits cannot lose one another's change. The file is replaced
-    through write.write_file_atomically: same mode, and no temporary file left on any failure."""
-    target = resolve_output(path)
-    with output_lock([target]):
-        remove_leftovers(target)
-        _refuse_read_only(target)
-        original = decode_inventory(read_inventory_bytes(target), str(path))
-        # Validate the starting point too: editing a broken file would blame the edit for old problems.
-        load_inventory_text(original, str(path))
-        edited = edit_text(original, edit)
-        inventory = load_inventory_text(edited, f"{path} (after the edit)")
-        # And what it renders to must fit Kubernetes' limits, as a render would check (limits.OverLimits).
-        render_trees(inventory, target.name)
-        if edited != original:
-            write_file_atomically(target, edited.encode("utf-8"))
-    return edited
-
-
-__all__ = ["EditRefused", "add_class", "add_group", "add_namespace", "apply_edit", "edit_text",
-           "set_allocation", "set_image"]
+__all__ = ["EditRefused", "add_class", "add_group", "add_namespace", "edit_text", "set_allocation", "set_image"]

@@ -19,13 +19,13 @@ import fcntl
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 import yaml
 
+from generator.errors import InventoryInvalid, Problem
 from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
 
@@ -41,28 +41,6 @@ MAX_ENTRIES = 20_000  # classes + groups + namespaces: bounds the number of rend
 
 Loc = tuple[str | int, ...]
 Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One thing wrong with the inventory, printed as PATH:LINE:COL: field.path: reason."""
-
-    path: str
-    line: int
-    column: int
-    field: str
-    reason: str
-
-    def __str__(self) -> str:
-        if self.line == 0:  # about the rendered output, not a place in the file
-            return f"{self.path}: {self.field}: {self.reason}"
-        return f"{self.path}:{self.line}:{self.column}: {self.field}: {self.reason}"
-
-
-class InventoryInvalid(Exception):
-    def __init__(self, problems: list[Problem]):
-        self.problems = sorted(problems)
-        super().__init__("\n".join(map(str, self.problems)))
 
 
 class _Positions:

@@ -139,8 +139,7 @@ class Controllers(Strict):
     """Identities (request.userInfo.username) of the controllers that policies must let through.
 
     Unset: the service account the installed component's chart runs its controller as, in the component's
-    namespace (generator.naming.controller_identities). Set them when adopting an installation that runs under
-    other service accounts.
+    namespace. Set them when adopting an installation that runs under other service accounts.
     """
 
     kueue: str | None = None

@@ -14,7 +14,7 @@ from decimal import Decimal
 from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import exact_arithmetic, format_total, parse_quantity
-from generator.naming import KUBERNETES_RESOURCE, allocated_pods, flavor_name, platform_namespaces, runtime_name
+from generator.inventory.naming import KUBERNETES_RESOURCE, allocated_pods, flavor_name, reserved_namespaces, runtime_name
 
 Finding = tuple[tuple[str | int, ...], str]
 
@@ -152,7 +152,7 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
     the Pod Security labels: in kube-system or a controller's namespace that would hand researchers the
     platform. An identity in two groups would be a member of both, which no reader of either group expects.
     """
-    reserved = set(platform_namespaces(inventory))
+    reserved = set(reserved_namespaces(inventory))
     member_of: dict[tuple[str, str], str] = {}
     for name, group in inventory.groups.items():
         for index, namespace in enumerate(group.namespaces):

@@ -27,7 +27,7 @@ from kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
     tree_objects, trainjob_manifest, vs)
 
 from generator.inventory import load_inventory
-from generator.naming import controller_identities
+from generator.inventory.naming import controller_identities
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FLAME = load_inventory(REPO / "gpu_classes.yaml")

@@ -31,8 +31,8 @@ from processes import leftover_processes  # noqa: E402
 
 import argo_sync  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
-from generator.layout import KUSTOMIZATION_FILE  # noqa: E402
-from generator.naming import research_namespaces  # noqa: E402
+from generator.repo_server import KUSTOMIZATION_FILE  # noqa: E402
+from generator.inventory.naming import research_namespaces  # noqa: E402
 from generator.tree import render_trees  # noqa: E402
 
 GPU = "nvidia.com/gpu"

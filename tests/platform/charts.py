@@ -25,7 +25,7 @@ import tempfile
 
 import yaml
 
-from generator.builders.platform import COMPONENT_LABEL
+from generator.builders.bootstrap import COMPONENT_LABEL
 from generator.components import COMPONENTS
 from generator.versions import pins
 

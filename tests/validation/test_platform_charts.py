@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from generator.builders import kueue as kueue_builder
-from generator.builders.platform import COMPONENT_LABEL, app_version
+from generator.builders.bootstrap import COMPONENT_LABEL, app_version
 from generator.inventory import load_inventory
 
 from .validation_support import REPO, bootstrap_dir, load_one, message, unavailable
@@ -156,7 +156,7 @@ def test_kueue_runs_the_configuration_rendered_from_the_inventory():
 def test_controllers_run_as_the_identities_the_policies_let_through(component):
     """The policies exempt controllers by request.userInfo (naming.controller_identities): the chart's Deployment
     must run under exactly that service account, or Kyverno refuses the controller's own JobSets and Jobs."""
-    from generator.naming import controller_identities
+    from generator.inventory.naming import controller_identities
     inventory = load_inventory(REPO / "gpu_classes.yaml")
     app = applications()[component]
     (deployment,) = [o for o in rendered(component)[0] if o["kind"] == "Deployment"]

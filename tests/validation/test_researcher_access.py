@@ -28,7 +28,7 @@ import argo_sync  # tests/platform (on sys.path through tests/conftest.py): Argo
 import pytest
 
 from generator.inventory import load_inventory
-from generator.naming import runtime_name
+from generator.inventory.naming import runtime_name
 
 from .control_plane import issue_certificate, write_kubeconfig
 from .validation_support import REPO, Kube, load_one, manifest_files, message, rel, rendered_dir, unavailable
@@ -452,7 +452,7 @@ def test_no_component_chart_lets_users_write_runtimes():
     roles or bound to anything but the components' own service accounts."""
     import charts  # tests/platform (on sys.path via tests/conftest.py)
 
-    from generator.builders.platform import COMPONENT_LABEL
+    from generator.builders.bootstrap import COMPONENT_LABEL
 
     from .validation_support import bootstrap_dir
 

@@ -1,4 +1,5 @@
-"""Facts about the rendered tree's layout and size shared by the builders, the tree and the CLI."""
+"""What Argo CD's repo server reads from the synced tree: the kustomization file it must skip, and the size it
+accepts."""
 
 # The kustomization at the root of the synced tree: kept for `kubectl apply -k` and review; Argo CD reads the
 # tree as a plain directory and excludes this file (builders/argocd.py).

@@ -25,8 +25,8 @@ from generator import emit, versions
 from generator.builders import argocd, kueue, rbac
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
-from generator.layout import KUSTOMIZATION_FILE
-from generator.naming import KUBE_SYSTEM, research_namespaces
+from generator.repo_server import KUSTOMIZATION_FILE
+from generator.inventory.naming import KUBE_SYSTEM, research_namespaces
 from generator.inventory.models import Component, Inventory
 from generator.kinds import RBAC, project_whitelist
 
@@ -79,7 +79,7 @@ def trainer_values(inventory: Inventory) -> dict[str, Any]:
 
 def jobset_values(inventory: Inventory) -> dict[str, Any]:
     # fullnameOverride as in Trainer's chart: the controller runs as <namespace>:jobset-controller, the identity
-    # the policies let through (naming.controller_identities).
+    # the policies let through (inventory.naming.controller_identities).
     return {"fullnameOverride": "jobset",
             "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": app_version("jobset"),
                       "pullPolicy": "IfNotPresent"}}

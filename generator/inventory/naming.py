@@ -44,8 +44,9 @@ def research_namespaces(inventory: Inventory) -> list[str]:
     return sorted({ns for group in inventory.groups.values() for ns in group.namespaces})
 
 
-def platform_namespaces(inventory: Inventory) -> list[str]:
-    """Namespaces the platform's own controllers run in (installed or adopted): never a research namespace."""
+def reserved_namespaces(inventory: Inventory) -> list[str]:
+    """Namespaces of the platform's controllers (installed or adopted), of Kubernetes itself and of Argo CD: never a
+    research namespace."""
     components = inventory.cluster.components
     return sorted({getattr(components, name).namespace for name in COMPONENTS}
                   | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace})
