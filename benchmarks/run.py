@@ -429,7 +429,7 @@ from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
 from generator.builders import synced_objects, bootstrap_objects
 from generator.tree import render_trees
-from generator.write import write_tree
+from generator.files.staging import apply_outputs, pending_tree
 t1 = time.perf_counter()
 text = Path(sys.argv[1]).read_text(encoding="utf-8")
 document, _ = parse_inventory(text, sys.argv[1]); t2 = time.perf_counter()
@@ -438,8 +438,8 @@ check_inventory(inventory); t4 = time.perf_counter()
 synced_objects(inventory); bootstrap_objects(inventory); t5 = time.perf_counter()
 trees = render_trees(inventory, "inventory.yaml"); t6 = time.perf_counter()
 with tempfile.TemporaryDirectory() as d:
-    write_tree(trees.synced, Path(d) / "out"); t7 = time.perf_counter()
-    write_tree(trees.synced, Path(d) / "out"); t8 = time.perf_counter()
+    apply_outputs([pending_tree(trees.synced, Path(d) / "out")]); t7 = time.perf_counter()
+    apply_outputs([pending_tree(trees.synced, Path(d) / "out")]); t8 = time.perf_counter()
 print(f"imports (generator modules)|{t1 - t0:.3f}")
 print(f"parse inventory (YAML to dicts; positions only for problems)|{t2 - t1:.3f}")
 print(f"schema (pydantic)|{t3 - t2:.3f}")

@@ -11,7 +11,7 @@ import click
 
 from generator import usecases
 from generator.errors import BaseUnreadable, EditRefused, InventoryInvalid, OutputRefused, OverLimits, Problem
-from generator.write import describe_os_error
+from generator.files.fs import describe_os_error
 
 EXIT_STALE = 1
 EXIT_INVALID = 2

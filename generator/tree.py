@@ -1,6 +1,6 @@
 """Lay objects out as files: one object per file, paths derived from group, kind, namespace and name.
 
-Pure: returns {relative path: bytes}; writing is write.py's job.
+Pure: returns {relative path: bytes}; writing is generator/files' job.
 """
 
 from __future__ import annotations

@@ -20,8 +20,11 @@ from generator.errors import BaseUnreadable, EditRefused
 from generator.inventory import load_inventory
 from generator.repo_server import directory_size_warning
 from generator.tree import RenderedTrees, render_trees
-from generator.write import (Changes, Pending, apply_outputs, check_outputs_apart, generated_by_us, output_lock,
-                             pending_file, pending_tree, remove_leftovers, resolve_output, write_file_atomically)
+from generator.files.fs import write_file_atomically
+from generator.files.lock import output_lock, remove_leftovers
+from generator.files.paths import check_outputs_apart, resolve_output
+from generator.files.scan import Changes, generated_by_us
+from generator.files.staging import Pending, apply_outputs, pending_file, pending_tree
 
 
 @dataclass(frozen=True)

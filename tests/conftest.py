@@ -66,6 +66,14 @@ def snapshot(directory):
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+def read_files(directory):
+    """Every regular file under `directory`, by relative POSIX path."""
+    if not directory.is_dir():
+        return {}
+    return {path.relative_to(directory).as_posix(): path.read_bytes()
+            for path in sorted(directory.rglob("*")) if path.is_file() and not path.is_symlink()}
+
+
 def _journeys_support():
     sys.path.insert(0, str(Path(__file__).resolve().parent / "journeys"))
     import journeys_support  # noqa: PLC0415

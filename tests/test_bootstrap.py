@@ -187,7 +187,7 @@ def test_kyverno_admission_controller_image_can_carry_the_index_fix():
 @pytest.mark.parametrize("image", ["kyverno/kyverno:pinned-tag",
                                    "ghcr.io/urcf/kyverno@sha256:" + "a" * 64])
 def test_kyverno_admission_controller_image_needs_a_registry_and_a_tag(image):
-    from generator.inventory.load import InventoryInvalid
+    from generator.errors import InventoryInvalid
 
     def set_image(data):
         data["cluster"]["components"]["kyverno"]["admissionControllerImage"] = image

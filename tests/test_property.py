@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 
 from generator.cli import main
 from generator.inventory import InventoryInvalid, load_inventory_text
-from generator.limits import OverLimits
+from generator.errors import OverLimits
 from generator.tree import render_trees
-from generator.write import TEMP_MARK, read_tree
+from conftest import read_files as read_tree
+from generator.files.fs import TEMP_MARK
 
 FLAME = INVENTORY.read_bytes()
 NAME = "gpu_classes.yaml"
