@@ -19,9 +19,9 @@ The seed page promises things no runtime can enforce on its own; these policies 
   without a GPU request gets NVIDIA_VISIBLE_DEVICES=void over its image's default.
 - trainjob-image-arch: an image a TrainJob sets must offer the platform of its runtime's class.
 
-Each policy's CEL is one template below, written as it is rendered: `$name` placeholders are filled with CEL
-literals of the named parameters (runtime names, architectures, claims, controller identities), so nothing
-but image metadata and the namespace's claims is looked up at admission. The tests parse every expression with
+Each policy's CEL is a data file, kyverno_cel/<policy>.yaml, written as it is rendered: `$name` placeholders
+are filled with CEL literals of the named parameters (runtime names, architectures, claims, controller
+identities), so nothing but image metadata and the namespace's claims is looked up at admission. The tests parse every expression with
 cel-go's parser.
 All policies share ONE namespaceSelector (the research namespaces by their API-server-set name label) and
 use no matchConditions, so Kyverno serves them all from one webhook per kind and failure policy: the
@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from pathlib import Path
 from string import Template
 from typing import Any
 
@@ -91,6 +92,14 @@ def cel(value: Any) -> str:
 
 
 _PLACEHOLDER = re.compile(r"\$([A-Za-z][A-Za-z0-9]*)")
+
+
+_TEMPLATES = Path(__file__).with_name("kyverno_cel")
+
+
+def _template(policy: str) -> str:
+    """The CEL template of `policy` (a YAML mapping of variables, validations or patch), as written."""
+    return (_TEMPLATES / f"{policy}.yaml").read_text(encoding="utf-8")
 
 
 def fill(template: str, **params: Any) -> dict[str, Any]:
@@ -196,41 +205,6 @@ def _mutating(inventory: Inventory, name: str, description: str, match: dict[str
 
 # --- 1. Storage ----------------------------------------------------------------------------------------
 
-STORAGE_CEL = """
-variables:
-  fromJob: |-
-    request.userInfo.username == $jobController
-  containers: |-
-    object.spec.containers
-  initContainers: |-
-    object.spec.?initContainers.orValue([])
-  # An entry is skipped when the Pod already has a volume of its name or any container mounts its path.
-  entries: |-
-    variables.fromJob ? $entries.filter(e,
-      !object.spec.?volumes.orValue([]).exists(v, v.name == e.volume) &&
-      !(variables.containers + variables.initContainers).exists(c,
-        c.?volumeMounts.orValue([]).exists(m, m.mountPath == e.path))) : []
-  volumes: |-
-    variables.entries.map(e, {"name": dyn(e.volume), "persistentVolumeClaim": dyn({"claimName": e.claim})})
-  mounts: |-
-    variables.entries.map(e, {"name": e.volume, "mountPath": e.path})
-patch: |-
-  variables.entries.size() == 0 ? [] :
-  (has(object.spec.volumes)
-    ? variables.volumes.map(v, JSONPatch{op: "add", path: "/spec/volumes/-", value: v})
-    : [JSONPatch{op: "add", path: "/spec/volumes", value: variables.volumes}])
-  + lists.range(size(variables.containers)).map(i,
-    has(variables.containers[i].volumeMounts)
-      ? variables.mounts.map(m, JSONPatch{op: "add", path: "/spec/containers/" + string(i) + "/volumeMounts/-", value: m})
-      : [JSONPatch{op: "add", path: "/spec/containers/" + string(i) + "/volumeMounts", value: variables.mounts}]
-  ).flatten()
-  + lists.range(size(variables.initContainers)).map(i,
-    has(variables.initContainers[i].volumeMounts)
-      ? variables.mounts.map(m, JSONPatch{op: "add", path: "/spec/initContainers/" + string(i) + "/volumeMounts/-", value: m})
-      : [JSONPatch{op: "add", path: "/spec/initContainers/" + string(i) + "/volumeMounts", value: variables.mounts}]
-  ).flatten()
-"""
-
 
 def job_pod_storage(inventory: Inventory) -> dict[str, Any]:
     storage = inventory.cluster.storage
@@ -238,7 +212,7 @@ def job_pod_storage(inventory: Inventory) -> dict[str, Any]:
         {"volume": "home", "claim": storage.home.claimName, "path": storage.home.mountPath},
         {"volume": "workspace", "claim": storage.workspace.claimName, "path": storage.workspace.mountPath},
     ]
-    cel_ = fill(STORAGE_CEL, jobController=controller_identities(inventory).job, entries=entries)
+    cel_ = fill(_template(MOUNT_STORAGE), jobController=controller_identities(inventory).job, entries=entries)
     description = (f"Mounts PVC {storage.home.claimName} at {storage.home.mountPath} and PVC "
                    f"{storage.workspace.claimName} at {storage.workspace.mountPath} into every container of every "
                    "Pod the Job controller creates in a research namespace (TrainJobs included).")
@@ -247,24 +221,6 @@ def job_pod_storage(inventory: Inventory) -> dict[str, Any]:
 
 # --- 2. Claims exist before a job is queued ---------------------------------------------------------------
 
-CLAIMS_CEL = """
-variables:
-  fromController: |-
-    request.userInfo.username in $controllers
-  # Listed only for a user's CREATE: the controllers' child Jobs belong to a job that was checked.
-  missing: |-
-    request.operation != "CREATE" || variables.fromController ? [] :
-      cel.bind(names, resource.List("v1", "persistentvolumeclaims", request.namespace).?items.orValue([])
-          .map(p, p.metadata.name),
-        $claims.filter(c, !(c in names)))
-validations:
-- expression: |-
-    variables.missing.size() == 0
-  messageExpression: |-
-    "namespace " + request.namespace + " has no PersistentVolumeClaim " + variables.missing.join(", ")
-      + $tail
-"""
-
 
 def job_claims(inventory: Inventory) -> dict[str, Any]:
     storage = inventory.cluster.storage
@@ -272,7 +228,7 @@ def job_claims(inventory: Inventory) -> dict[str, Any]:
     mounts = (f"{storage.home.claimName} at {storage.home.mountPath} and {storage.workspace.claimName} at "
               f"{storage.workspace.mountPath}")
     cel_ = fill(
-        CLAIMS_CEL,
+        _template(CLAIMS),
         controllers=sorted({controllers.trainer, controllers.jobset, controllers.job, controllers.kueue}),
         claims=[storage.home.claimName, storage.workspace.claimName],
         tail=(f": every job's pods mount the claims {mounts}, and without one they would wait forever while "
@@ -287,33 +243,13 @@ def job_claims(inventory: Inventory) -> dict[str, Any]:
 
 # --- 3. Runtime ----------------------------------------------------------------------------------------
 
-RUNTIME_CEL = """
-variables:
-  ref: |-
-    object.spec.runtimeRef
-  # The CRD defaults both; the API server applies defaults before admission, the CLI does not.
-  apiGroup: |-
-    variables.ref.?apiGroup.orValue($trainerGroup)
-  kind: |-
-    variables.ref.?kind.orValue("ClusterTrainingRuntime")
-validations:
-- expression: |-
-    variables.apiGroup == $trainerGroup && variables.kind == "ClusterTrainingRuntime"
-  messageExpression: |-
-    "spec.runtimeRef names " + variables.kind + "." + variables.apiGroup + " " + variables.ref.name + $kindTail
-- expression: |-
-    variables.ref.name in $runtimes
-  messageExpression: |-
-    "runtime " + variables.ref.name + $nameTail
-"""
-
 
 def trainjob_runtime(inventory: Inventory) -> dict[str, Any]:
     names = runtimes(inventory)
     todo = use_runtimes(inventory)
     cluster = inventory.cluster.name
     cel_ = fill(
-        RUNTIME_CEL,
+        _template(RUNTIME),
         trainerGroup=_TRAINER_GROUP,
         runtimes=names,
         kindTail=(f": only the ClusterTrainingRuntimes ({_TRAINER_GROUP}) of {cluster} are allowed, never a "
@@ -327,55 +263,12 @@ def trainjob_runtime(inventory: Inventory) -> dict[str, Any]:
 
 # --- 4. Placement --------------------------------------------------------------------------------------
 
-PLACEMENT_CEL = """
-variables:
-  fromKueue: |-
-    request.userInfo.username == $kueue
-  patches: |-
-    object.spec.?runtimePatches.orValue([])
-  userPatchFields: |-
-    $fields.filter(f, variables.patches.filter(p, p.?manager.orValue("") != $manager)
-      .map(p, p.?trainingRuntimeSpec.?template.?spec.?replicatedJobs.orValue([])
-        .map(rj, rj.?template.?spec.?template.?spec.orValue({}))).flatten()
-      .exists(s, f in s))
-  legacyFields: |-
-    $fields.filter(f, (object.spec.?podTemplateOverrides.orValue([]).map(o, o.?spec.orValue({}))
-      + object.spec.?podSpecOverrides.orValue([])).exists(s, f in s))
-  kueueEntries: |-
-    variables.patches.filter(p, p.?manager.orValue("") == $manager)
-  oldKueueEntries: |-
-    request.operation != "UPDATE" ? [] :
-      oldObject.spec.?runtimePatches.orValue([]).filter(p, p.?manager.orValue("") == $manager)
-  # Kueue's own mutating webhook adds an EMPTY entry under its manager inside the researcher's CREATE
-  # (placement is written later, on admission, by the controller). Empty means: no more than the manager
-  # and an empty trainingRuntimeSpec.template.spec, so nothing can ride along in it.
-  kueueEntriesAsWebhookAdds: |-
-    request.operation == "CREATE" && variables.kueueEntries.all(p, p.size() <= 2
-      && p.?trainingRuntimeSpec.orValue({}).size() <= 1
-      && p.?trainingRuntimeSpec.?template.orValue({}).size() <= 1
-      && p.?trainingRuntimeSpec.?template.?spec.orValue({}).size() == 0)
-validations:
-- expression: |-
-    variables.fromKueue || variables.userPatchFields.size() == 0
-  messageExpression: |-
-    "remove " + variables.userPatchFields.join(", ") + $patchTail
-- expression: |-
-    variables.fromKueue || variables.legacyFields.size() == 0
-  messageExpression: |-
-    "remove " + variables.legacyFields.join(", ") + $legacyTail
-- expression: |-
-    variables.fromKueue || variables.kueueEntries == variables.oldKueueEntries
-      || variables.kueueEntriesAsWebhookAdds
-  messageExpression: |-
-    $forgedMessage
-"""
-
 
 def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
     tail = (f": the runtime you name chooses the nodes ({use_runtimes(inventory)}), and only Kueue's controller "
             "writes placement")
     cel_ = fill(
-        PLACEMENT_CEL,
+        _template(PLACEMENT),
         kueue=controller_identities(inventory).kueue,
         manager=KUEUE_MANAGER,
         fields=PLACEMENT_FIELDS,
@@ -391,38 +284,12 @@ def trainjob_placement(inventory: Inventory) -> dict[str, Any]:
 
 # --- 5. Queue ------------------------------------------------------------------------------------------
 
-QUEUE_CEL = """
-variables:
-  queue: |-
-    object.metadata.?labels[?$label]
-  oldQueue: |-
-    request.operation != "UPDATE" ? optional.none() : oldObject.metadata.?labels[?$label]
-  fromController: |-
-    request.userInfo.username in $controllers
-validations:
-- expression: |-
-    !variables.queue.hasValue() || variables.queue.value() == $default
-  messageExpression: |-
-    $labelSpace + variables.queue.value() + $foreignTail
-- expression: |-
-    request.operation != "UPDATE" || !variables.oldQueue.hasValue() || variables.queue.orValue("") == variables.oldQueue.value()
-  messageExpression: |-
-    $changedMessage
-# Kueue labels every job at creation (LocalQueue `default`), so a job without the label on UPDATE had it
-# removed. Controllers are trusted (child Jobs of a JobSet carry no label), and so is a job that is being
-# deleted (the garbage collector removes finalizers).
-- expression: |-
-    request.operation != "UPDATE" || variables.fromController || has(object.metadata.deletionTimestamp) || variables.queue.hasValue()
-  messageExpression: |-
-    $removedMessage
-"""
-
 
 def job_queue(inventory: Inventory) -> dict[str, Any]:
     controllers = controller_identities(inventory)
     keep = f"{QUEUE_LABEL}: {DEFAULT_LOCAL_QUEUE}"
     cel_ = fill(
-        QUEUE_CEL,
+        _template(QUEUE),
         label=QUEUE_LABEL,
         default=DEFAULT_LOCAL_QUEUE,
         labelSpace=QUEUE_LABEL + " ",
@@ -439,32 +306,11 @@ def job_queue(inventory: Inventory) -> dict[str, Any]:
 
 # --- 6. Ownership --------------------------------------------------------------------------------------
 
-OWNERSHIP_CEL = """
-variables:
-  fromController: |-
-    request.userInfo.username in $controllers
-  owners: |-
-    object.metadata.?ownerReferences.orValue([]).filter(r, r.?controller.orValue(false))
-  oldOwners: |-
-    request.operation != "UPDATE" ? [] :
-      oldObject.metadata.?ownerReferences.orValue([]).filter(r, r.?controller.orValue(false))
-  # A controller owner the request adds (on UPDATE: one the object did not have), other than a CronJob.
-  forged: |-
-    variables.fromController ? [] : variables.owners.filter(r, !(r in variables.oldOwners)
-      && !$unmanaged.exists(u, u.apiVersion == r.apiVersion && u.kind == r.kind))
-validations:
-- expression: |-
-    variables.forged.size() == 0
-  messageExpression: |-
-    "remove the controller ownerReference to " + variables.forged.map(r, r.kind + " " + r.name).join(", ")
-      + $tail
-"""
-
 
 def job_ownership(inventory: Inventory) -> dict[str, Any]:
     controllers = controller_identities(inventory)
     cel_ = fill(
-        OWNERSHIP_CEL,
+        _template(OWNERSHIP),
         controllers=sorted({controllers.trainer, controllers.jobset}),
         unmanaged=list(UNMANAGED_OWNERS),
         tail=(": only the Trainer and JobSet controllers set controller references on TrainJobs, JobSets and "
@@ -479,31 +325,10 @@ def job_ownership(inventory: Inventory) -> dict[str, Any]:
 
 # --- 7. GPU Pods only from Jobs ------------------------------------------------------------------------
 
-GPU_PODS_CEL = """
-variables:
-  resources: |-
-    (object.spec.containers + object.spec.?initContainers.orValue([])).map(c, c.?resources.orValue({}))
-      + [object.spec.?resources.orValue({})]
-  # A quantity is a string from the API server and a number in a manifest given to the CLI (`nvidia.com/gpu: 1`
-  # unquoted); string() has no overload for a double, so it is compared, not converted.
-  gpus: |-
-    variables.resources.map(r, [r.?requests[?$gpu], r.?limits[?$gpu]])
-      .flatten().filter(q, q.hasValue()).map(q, q.value())
-  requestsGpu: |-
-    variables.gpus.exists(q, dyn(q) != 0 && dyn(q) != "0")
-  fromJob: |-
-    request.userInfo.username == $jobController
-validations:
-- expression: |-
-    variables.fromJob || !variables.requestsGpu
-  messageExpression: |-
-    $message
-"""
-
 
 def gpu_pods_from_jobs(inventory: Inventory) -> dict[str, Any]:
     cel_ = fill(
-        GPU_PODS_CEL,
+        _template(GPU_PODS),
         gpu=GPU_RESOURCE,
         jobController=controller_identities(inventory).job,
         message=(f"Pods may request {GPU_RESOURCE} only through a Job or TrainJob that Kueue admits: "
@@ -516,62 +341,11 @@ def gpu_pods_from_jobs(inventory: Inventory) -> dict[str, Any]:
 
 # --- 8. GPU visibility ---------------------------------------------------------------------------------
 
-GPU_VISIBILITY_CEL = """
-variables:
-  # The pod specs of the object: a Pod's own, a Job's template, a JobSet's jobs' templates, and a TrainJob's
-  # runtime patches (its trainer's env counts as the node container's).
-  podSpecs: |-
-    object.kind == "Pod" ? [object.spec] :
-    object.kind == "Job" ? [object.spec.?template.?spec.orValue({})] :
-    object.kind == "JobSet" ? object.spec.?replicatedJobs.orValue([]).map(rj, rj.?template.?spec.?template.?spec.orValue({})) :
-    object.spec.?runtimePatches.orValue([]).map(p, p.?trainingRuntimeSpec.?template.?spec.?replicatedJobs.orValue([])
-      .map(rj, rj.?template.?spec.?template.?spec.orValue({}))).flatten()
-  containers: |-
-    variables.podSpecs.map(s, s.?containers.orValue([]) + s.?initContainers.orValue([])
-      + s.?ephemeralContainers.orValue([])).flatten()
-      + (object.kind == "TrainJob" && object.spec.?trainer.?env.hasValue()
-        ? [{"name": dyn("trainer"), "env": dyn(object.spec.trainer.env)}] : [])
-  # A container may say NVIDIA_VISIBLE_DEVICES=void (what pod-gpu-visibility sets) when it requests no GPU;
-  # any other device-selection variable, or value, is the device plugin's to set.
-  offending: |-
-    variables.containers.filter(c, c.?env.orValue([]).exists(e, e.name in $deviceEnv
-      && !(e.name == $visibleDevices && e.?value.orValue("") == $noDevices && !e.?valueFrom.hasValue()
-        && ![c.?resources.?requests[?$gpu], c.?resources.?limits[?$gpu]]
-          .exists(q, q.hasValue() && dyn(q.value()) != 0 && dyn(q.value()) != "0"))))
-      .map(c, c.name)
-  cdiAnnotations: |-
-    (object.kind == "Pod" ? [object.metadata] :
-     object.kind == "Job" ? [object.spec.?template.?metadata.orValue({})] :
-     object.kind == "JobSet" ? object.spec.?replicatedJobs.orValue([]).map(rj, rj.?template.?spec.?template.?metadata.orValue({})) :
-     object.spec.?runtimePatches.orValue([]).map(p, p.?trainingRuntimeSpec.?template.?spec.?replicatedJobs.orValue([])
-       .map(rj, rj.?template.?spec.?template.?metadata.orValue({}))).flatten())
-    .map(m, m.?annotations.orValue({}).map(k, k)).flatten().filter(k, k.startsWith($cdiPrefix))
-  # `kubectl debug` adds an ephemeral container to a running Pod; the image's default would see every GPU.
-  ephemeralWithoutVoid: |-
-    object.kind != "Pod" ? [] : object.spec.?ephemeralContainers.orValue([])
-      .filter(c, !c.?env.orValue([]).exists(e, e.name == $visibleDevices && e.?value.orValue("") == $noDevices))
-      .map(c, c.name)
-validations:
-- expression: |-
-    variables.offending.size() == 0
-  messageExpression: |-
-    "remove " + $deviceEnvList + " from the environment of container " + variables.offending.join(", ")
-      + $envTail
-- expression: |-
-    variables.cdiAnnotations.size() == 0
-  messageExpression: |-
-    "remove the annotation " + variables.cdiAnnotations.join(", ") + $cdiTail
-- expression: |-
-    variables.ephemeralWithoutVoid.size() == 0
-  messageExpression: |-
-    "ephemeral container " + variables.ephemeralWithoutVoid.join(", ") + $ephemeralTail
-"""
-
 
 def gpu_visibility(inventory: Inventory) -> dict[str, Any]:
     gpus = f"resources.limits {GPU_RESOURCE}"
     cel_ = fill(
-        GPU_VISIBILITY_CEL,
+        _template(GPU_VISIBILITY),
         deviceEnv=DEVICE_ENV,
         visibleDevices=VISIBLE_DEVICES,
         noDevices=NO_DEVICES,
@@ -593,28 +367,9 @@ def gpu_visibility(inventory: Inventory) -> dict[str, Any]:
     return _validating(inventory, GPU_VISIBILITY, description, match, cel_, pods=True)
 
 
-MUTATE_GPU_VISIBILITY_CEL = """
-variables:
-  noGpu: |-
-    $void
-  # Containers that request no GPU and do not already say NVIDIA_VISIBLE_DEVICES=void (a re-sent Pod).
-  needsVoid: |-
-    $fields.map(f, cel.bind(cs, f == "containers" ? object.spec.containers : object.spec.?initContainers.orValue([]),
-      lists.range(size(cs)).filter(i,
-        ![cs[i].?resources.?requests[?$gpu], cs[i].?resources.?limits[?$gpu]]
-          .exists(q, q.hasValue() && dyn(q.value()) != 0 && dyn(q.value()) != "0")
-        && !cs[i].?env.orValue([]).exists(e, e.name == $visibleDevices && e.?value.orValue("") == $noDevices))
-      .map(i, {"field": dyn(f), "index": dyn(i), "hasEnv": dyn(has(cs[i].env))}))).flatten()
-patch: |-
-  variables.needsVoid.map(c, c.hasEnv
-    ? JSONPatch{op: "add", path: "/spec/" + c.field + "/" + string(c.index) + "/env/-", value: variables.noGpu}
-    : JSONPatch{op: "add", path: "/spec/" + c.field + "/" + string(c.index) + "/env", value: [variables.noGpu]})
-"""
-
-
 def pod_gpu_visibility(inventory: Inventory) -> dict[str, Any]:
     cel_ = fill(
-        MUTATE_GPU_VISIBILITY_CEL,
+        _template(MUTATE_GPU_VISIBILITY),
         void={"name": VISIBLE_DEVICES, "value": NO_DEVICES},
         fields=["containers", "initContainers"],
         gpu=GPU_RESOURCE,
@@ -629,55 +384,10 @@ def pod_gpu_visibility(inventory: Inventory) -> dict[str, Any]:
 
 # --- 9. Image architecture -----------------------------------------------------------------------------
 
-IMAGE_ARCH_CEL = """
-variables:
-  arch: |-
-    $arches[?object.spec.runtimeRef.name]
-  # Every image a TrainJob sets itself, in a stable order: the trainer's, then the runtime patches' (and the
-  # older override fields') containers.
-  images: |-
-    (object.spec.?trainer.?image.hasValue() ? [object.spec.trainer.image] : [])
-      + (object.spec.?runtimePatches.orValue([]).map(p, p.?trainingRuntimeSpec.?template.?spec.?replicatedJobs.orValue([])
-          .map(rj, rj.?template.?spec.?template.?spec.orValue({}))).flatten()
-        + object.spec.?podTemplateOverrides.orValue([]).map(o, o.?spec.orValue({}))
-        + object.spec.?podSpecOverrides.orValue([]))
-      .map(s, s.?containers.orValue([]) + s.?initContainers.orValue([])).flatten()
-      .filter(c, has(c.image)).map(c, c.image)
-  oldImages: |-
-    request.operation != "UPDATE" ? [] :
-      (oldObject.spec.?trainer.?image.hasValue() ? [oldObject.spec.trainer.image] : [])
-      + (oldObject.spec.?runtimePatches.orValue([]).map(p, p.?trainingRuntimeSpec.?template.?spec.?replicatedJobs.orValue([])
-          .map(rj, rj.?template.?spec.?template.?spec.orValue({}))).flatten()
-        + oldObject.spec.?podTemplateOverrides.orValue([]).map(o, o.?spec.orValue({}))
-        + oldObject.spec.?podSpecOverrides.orValue([]))
-      .map(s, s.?containers.orValue([]) + s.?initContainers.orValue([])).flatten()
-      .filter(c, has(c.image)).map(c, c.image)
-  # Only images the request adds or changes are looked up (Kueue's updates carry the same images).
-  checked: |-
-    variables.arch.hasValue() && (request.operation == "CREATE" || variables.images != variables.oldImages)
-      ? variables.images : []
-  # An image index lists its platforms; a single-platform image reports its own in config. The index is read
-  # first: for a multi-arch image config.architecture is the default platform's (amd64), whatever it offers.
-  wrongArch: |-
-    variables.checked.filter(i, cel.bind(md, image.GetMetadata(i),
-      md.?imageIndex.?manifests.orValue([]).size() > 0
-        ? !md.imageIndex.manifests.exists(m, m.?platform.?os.orValue("") == "linux" &&
-            m.?platform.?architecture.orValue("") == variables.arch.value())
-        : !(md.?config.?os.orValue("") == "linux" &&
-            md.?config.?architecture.orValue("") == variables.arch.value())))
-validations:
-- expression: |-
-    variables.wrongArch.size() == 0
-  messageExpression: |-
-    "image " + variables.wrongArch.join(", ") + " does not offer linux/" + variables.arch.value()
-      + ", the platform of runtime " + object.spec.runtimeRef.name + ": build and push the image for linux/"
-      + variables.arch.value() + " (a multi-arch image must list it in its index) and use that tag"
-"""
-
 
 def trainjob_image_arch(inventory: Inventory) -> dict[str, Any]:
     arches = {runtime_name(name): gpu_class.arch for name, gpu_class in sorted(inventory.classes.items())}
-    cel_ = fill(IMAGE_ARCH_CEL, arches=arches)
+    cel_ = fill(_template(IMAGE_ARCH), arches=arches)
     platforms = ", ".join(f"{rt} linux/{arch}" for rt, arch in arches.items())
     description = ("An image a TrainJob sets (spec.trainer.image, containers in runtimePatches) offers the "
                    f"platform of its runtime's GPU class: {platforms}")
