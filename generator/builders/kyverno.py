@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from functools import lru_cache
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -97,9 +98,42 @@ _PLACEHOLDER = re.compile(r"\$([A-Za-z][A-Za-z0-9]*)")
 _TEMPLATES = Path(__file__).with_name("kyverno_cel")
 
 
+_CALL = re.compile(r"@([A-Za-z]+)\(([^()]*)\)")
+
+
+@lru_cache(maxsize=1)
+def _fragments() -> dict[str, tuple[str, str]]:
+    """The shared CEL of kyverno_cel/fragments.yaml: name -> (parameter, body)."""
+    fragments = {}
+    for key, body in yaml.safe_load((_TEMPLATES / "fragments.yaml").read_text(encoding="utf-8")).items():
+        name, parameter = re.fullmatch(r"([A-Za-z]+)\(([A-Za-z]+)\)", key).groups()
+        if not re.search(rf"\b{parameter}\b", body):
+            raise ValueError(f"CEL fragment {key}: its body never uses {parameter}")
+        fragments[name] = (parameter, body)
+    return fragments
+
+
+def _expand(text: str, depth: int = 0) -> str:
+    """`text` with every @name(argument) replaced by the fragment, its parameter by the argument and its
+    continuation lines indented like the line of the call (the text is YAML: block scalars keep their indent)."""
+    if depth > 4:
+        raise ValueError("CEL fragments call each other without end")
+
+    def call(match: re.Match) -> str:
+        name, argument = match.groups()
+        if name not in _fragments():
+            raise ValueError(f"unknown CEL fragment @{name} (kyverno_cel/fragments.yaml)")
+        parameter, body = _fragments()[name]
+        body = re.sub(rf"\b{parameter}\b", lambda _: argument, _expand(body, depth + 1))
+        line = text[text.rfind("\n", 0, match.start()) + 1:]
+        return body.replace("\n", "\n" + " " * (len(line) - len(line.lstrip(" "))))
+    return _CALL.sub(call, text)
+
+
 def _template(policy: str) -> str:
-    """The CEL template of `policy` (a YAML mapping of variables, validations or patch), as written."""
-    return (_TEMPLATES / f"{policy}.yaml").read_text(encoding="utf-8")
+    """The CEL template of `policy` (a YAML mapping of variables, validations or patch), with its shared
+    fragments in place."""
+    return _expand((_TEMPLATES / f"{policy}.yaml").read_text(encoding="utf-8"))
 
 
 def fill(template: str, **params: Any) -> dict[str, Any]:
