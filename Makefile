@@ -32,17 +32,17 @@ tools: ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, Jo
 
 validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real kube-apiserver dry-run tier
 	bash tools/kubeconform.sh
-	$(PY) -m pytest -q tests/validation
+	$(PY) -m pytest -q tests/apiserver
 
 test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (real tools included), drift check
 	$(PY) -m pytest -q
 	$(PY) -m generator render --check
 
 demo: $(VENV)/.installed tools ## Simulated FLAME bootstrapped by the real Argo CD from the committed tree: prints KUBECONFIGs, runs until Ctrl-C
-	$(PY) tools/demo.py
+	$(PY) -m simulation.demo
 
 bench: $(VENV)/.installed tools ## Benchmarks at national scale; rewrites the results table in benchmarks/README.md
-	$(PY) benchmarks/run.py --apiserver --profile --write-readme
+	$(PY) -m benchmarks.run --apiserver --profile --write-readme
 
 clean-venv: ## Remove the virtualenv (the tool cache in ~/.cache/gpugen is kept)
 	rm -rf $(VENV)

@@ -1,11 +1,11 @@
 """How long the simulated FLAME takes to come up (what `make demo` waits for), and where that time goes.
 
-Starts the simulated FLAME (tests/platform/flame.py) from an empty directory `--runs` times, stops it each time,
+Starts the simulated FLAME (simulation/flame.py) from an empty directory `--runs` times, stops it each time,
 and prints, per run, the harness's phases and, read from the real Argo CD application controller's log, when
 each Application's first sync began and when it was last seen Synced and Healthy, relative to the bootstrap's
 first sync. The processes it starts are stopped by it, also on Ctrl-C.
 
-    .venv/bin/python benchmarks/flame_start.py [--runs N] [--work DIR]
+    .venv/bin/python -m benchmarks.flame_start [--runs N] [--work DIR]
 """
 from __future__ import annotations
 
@@ -18,11 +18,8 @@ import sys
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "platform"))
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
 
-import flame as flame_mod  # noqa: E402
+from simulation import flame as flame_mod  # noqa: E402
 
 
 def _time(text: str) -> datetime.datetime:

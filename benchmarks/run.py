@@ -1,9 +1,9 @@
 """Render cost at national-platform scale, side by side with `kubectl kustomize`, and validation at scale.
 
-    python benchmarks/run.py                     # print the results (Markdown)
-    python benchmarks/run.py --write-readme      # ... and rewrite the results section of benchmarks/README.md
-    python benchmarks/run.py --apiserver         # ... plus the kube-apiserver dry-run tier on the largest tree
-    python benchmarks/run.py --quick             # small scales, to try the script itself
+    python -m benchmarks.run                     # print the results (Markdown)
+    python -m benchmarks.run --write-readme      # ... and rewrite the results section of benchmarks/README.md
+    python -m benchmarks.run --apiserver         # ... plus the kube-apiserver dry-run tier on the largest tree
+    python -m benchmarks.run --quick             # small scales, to try the script itself
 
 Every render is a whole process (`python -m generator render`, as `make render` runs it) timed from spawn to
 exit, its peak RSS taken from os.wait4. Inventories and rendered trees live in a temporary directory, and
@@ -34,8 +34,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-import synth  # noqa: E402
+from tests.support import synth
 
 PYTHON = sys.executable
 KUBECTL = os.environ.get("KUBECTL", "/usr/bin/kubectl")
@@ -372,14 +371,14 @@ def measure_baseline(renderer: Renderer, work: Path, reps: int, log) -> tuple[di
 # --------------------------------------------------------------------------------------------- API server
 
 def apiserver_tier(out: Path, bootstrap: Path | None, work: Path, log) -> dict:
-    """tests/validation/test_apiserver.py pointed at another tree (GPUGEN_RENDERED_DIR, GPUGEN_BOOTSTRAP_DIR)."""
+    """tests/apiserver/test_apiserver.py pointed at another tree (GPUGEN_RENDERED_DIR, GPUGEN_BOOTSTRAP_DIR)."""
     junit = work / "apiserver-junit.xml"
     env = {**os.environ, "GPUGEN_RENDERED_DIR": str(out),
            # manifest_files() also reads the bootstrap tree: the Application of THIS render, never the repository's.
            "GPUGEN_BOOTSTRAP_DIR": str(bootstrap if bootstrap else work / "no-bootstrap")}
     env.pop("CI", None)  # a missing binary is then a skip with its reason, reported below, not a crash
     cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", f"--junitxml={junit}"]
-    cmd.append("tests/validation/test_apiserver.py")
+    cmd.append("tests/apiserver/test_apiserver.py")
     log(f"  {' '.join(cmd)}  (GPUGEN_RENDERED_DIR={out})")
     result = run(cmd, cwd=REPO, env=env, check=False)
     rows: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -613,7 +612,7 @@ def report(results: dict) -> str:
     api = results.get("apiserver")
     if api:
         lines += [f"### kube-apiserver dry-run tier on {largest.label if largest else '?'}", "",
-                  f"`tests/validation/test_apiserver.py` with GPUGEN_RENDERED_DIR/GPUGEN_BOOTSTRAP_DIR pointed at the "
+                  f"`tests/apiserver/test_apiserver.py` with GPUGEN_RENDERED_DIR/GPUGEN_BOOTSTRAP_DIR pointed at the "
                   f"rendered tree: exit {api['exit']}, {api['seconds']:.0f} s, `{api['summary']}`.",
                   "",
                   "| test | kind | passed | failed | errors | skipped |", "|---|---|---:|---:|---:|---:|"]
@@ -694,7 +693,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kustomize-budget", type=float, default=60.0,
                         help="repeat kubectl kustomize at a scale only while its runs took less than this (s)")
     parser.add_argument("--apiserver", action="store_true",
-                        help="run tests/validation/test_apiserver.py against the largest rendered tree")
+                        help="run tests/apiserver/test_apiserver.py against the largest rendered tree")
     parser.add_argument("--profile", action="store_true", help="phase breakdown and cProfile of the largest render")
     parser.add_argument("--write-readme", action="store_true", help=f"rewrite the results section of {README}")
     parser.add_argument("--json", type=Path, help="also write the raw results as JSON")
@@ -713,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     started = time.monotonic()
-    command = "python benchmarks/run.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m benchmarks.run " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
     results: dict = {"command": command.strip(), "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                      "machine": machine(), "busy_start": busy()}
     results["bytecode"] = bytecode_as_by_default(log)
@@ -744,11 +743,11 @@ def main(argv: list[str] | None = None) -> int:
         largest_inventory = work / f"inventory-{classes}x{groups}x{namespaces}.yaml"
         if args.apiserver:
             log("kube-apiserver dry-run tier on the largest tree")
-            if (REPO / "tests/validation/test_apiserver.py").exists():
+            if (REPO / "tests/apiserver/test_apiserver.py").exists():
                 paths = renderer.paths(largest_work)
                 results["apiserver"] = apiserver_tier(paths["--out"], paths.get("--bootstrap-out"), work, log)
             else:
-                results["apiserver_skipped"] = "tests/validation/test_apiserver.py does not exist (yet)."
+                results["apiserver_skipped"] = "tests/apiserver/test_apiserver.py does not exist (yet)."
         if args.profile:
             log("profile of the largest render")
             results["profile"] = profile(largest_inventory, renderer, largest_work, log)

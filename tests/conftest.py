@@ -1,35 +1,17 @@
-"""Shared fixtures: the FLAME inventory, its objects, and the rule for real tools (fail in CI, skip locally)."""
+"""Shared fixtures: the FLAME inventory, its objects, and the simulated FLAME started early (helpers: tests.support)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/kubeflow_sdk.py and friends
-# tests/platform holds plain modules (charts, argo_sync, ...) imported by name. It has no __init__.py on purpose:
-# a package named `platform` would shadow the standard library's.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "platform"))
+from generator.builders import bootstrap_objects, synced_objects
+from generator.inventory import load_inventory
+from tests.support import INVENTORY
 
-from generator.builders import bootstrap_objects, synced_objects  # noqa: E402
-from generator.inventory import load_inventory  # noqa: E402
-
-INVENTORY = REPO / "gpu_classes.yaml"
-
-
-def require_tool(path: str | Path | None, name: str, how: str = "run `make tools`") -> str:
-    """The tool's path; a missing tool fails the test in CI (CI=true) and skips it elsewhere."""
-    found = shutil.which(str(path)) if path else None
-    if found is None:
-        message = f"{name} not found ({path}); {how}"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run this check: {message}")
-        pytest.skip(message)
-    return found
+# Session fixtures that several tiers share.
+pytest_plugins = ["tests.support.registry"]
 
 
 @pytest.fixture(scope="session")
@@ -56,34 +38,15 @@ def gpugen_application(flame, flame_bootstrap):
     return app
 
 
-def of_kind(objects, kind):
-    return [obj for obj in objects if obj["kind"] == kind]
-
-
-def snapshot(directory):
-    """Every file under `directory` with its bytes and mtime: equal snapshots mean nothing was written."""
-    return {p.relative_to(directory).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def read_files(directory):
-    """Every regular file under `directory`, by relative POSIX path."""
-    if not directory.is_dir():
-        return {}
-    return {path.relative_to(directory).as_posix(): path.read_bytes()
-            for path in sorted(directory.rglob("*")) if path.is_file() and not path.is_symlink()}
-
-
 def _journeys_support():
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "journeys"))
-    import journeys_support  # noqa: PLC0415
+    from tests.journeys import journeys_support  # noqa: PLC0415 (imported only when FLAME tests run)
     return journeys_support
 
 
 @pytest.fixture(scope="session")
 def flame_cluster(tmp_path_factory, request):
     """The simulated FLAME, delivered by the real Argo CD: one cluster for the whole session, shared by
-    tests/journeys and tests/policies/test_live_admission.py (tests/journeys/journeys_support.py)."""
+    tests/journeys and tests/simulation/test_live_admission.py (tests/journeys/journeys_support.py)."""
     yield from _journeys_support().flame_session(tmp_path_factory, request)
 
 
@@ -99,6 +62,6 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if "journeys_support" in sys.modules:
-        sys.modules["journeys_support"].stop_flame()
+    if "tests.journeys.journeys_support" in sys.modules:
+        sys.modules["tests.journeys.journeys_support"].stop_flame()
 

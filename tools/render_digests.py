@@ -2,55 +2,41 @@
 
 A refactor must not change a byte of output. Run this before and after, and compare:
 
-    .venv/bin/python tools/render_digests.py > /tmp/before.txt
+    .venv/bin/python -m tools.render_digests > /tmp/before.txt
     ... refactor ...
-    .venv/bin/python tools/render_digests.py | diff /tmp/before.txt -
+    .venv/bin/python -m tools.render_digests | diff /tmp/before.txt -
 
 The inventories: FLAME, the test inventories on disk, FLAME with each optional setting switched (components
 adopted, controllers named, a chart mirror, namespaces made elsewhere, a Kyverno image) so that every branch of
-the builders is rendered, and synthetic ones up to national scale (benchmarks/synth.py).
+the builders is rendered, and synthetic ones up to national scale (tests/support/synth.py).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
-from benchmarks import synth  # noqa: E402
+from tests.support import synth
+from tests.support.inventories import Change, edited, flame_data, setting, to_text
 from generator.inventory.load import load_inventory_text  # noqa: E402
 from generator.tree import render_trees  # noqa: E402
 
-Change = Callable[[dict], None]
-
-
-def _set(path: str, value) -> Change:
-    def change(data: dict) -> None:
-        *parents, last = path.split(".")
-        node = data
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return change
-
-
 VARIANTS: dict[str, Change] = {
-    "adopted-components": _set("cluster.components", {
+    "adopted-components": setting("cluster.components", {
         name: {"install": False, "existing": True, "namespace": namespace} for name, namespace in
         (("kyverno", "kyverno"), ("jobset", "jobset-system"), ("trainer", "trainer-system"), ("kueue", "kueue"))}),
-    "named-controllers": _set("cluster.controllers", {"kueue": "system:serviceaccount:kueue:kueue",
+    "named-controllers": setting("cluster.controllers", {"kueue": "system:serviceaccount:kueue:kueue",
                                                       "trainer": "trainer-sa", "jobset": "jobset-sa"}),
-    "chart-mirror": _set("cluster.chartMirror", {"url": "registry.example.org:5000/charts", "plainHTTP": True}),
-    "namespaces-elsewhere": _set("cluster.createNamespaces", False),
-    "kyverno-image": _set("cluster.components.kyverno.admissionControllerImage",
-                          "registry.example.org/kyverno/kyverno:v1.19.1-arm64"),
-    "kueue-timeout": _set("cluster.components.kueue.podsReadyTimeout", "1h30m"),
+    "chart-mirror": setting("cluster.chartMirror", {"url": "registry.example.org:5000/charts", "plainHTTP": True}),
+    "namespaces-elsewhere": setting("cluster.createNamespaces", False),
+    "kyverno-image": setting("cluster.components.kyverno.admissionControllerImage",
+                          "registry.example.org/kyverno/kyverno:patched-arm64"),
+    "kueue-timeout": setting("cluster.components.kueue.podsReadyTimeout", "1h30m"),
 }
 
 
@@ -61,11 +47,8 @@ def inventories() -> Iterator[tuple[str, str]]:
         text = path.read_text(encoding="utf-8")
         if text.startswith("classes:") or "\nclasses:" in text and "\ncluster:" in text:
             yield path.relative_to(REPO).as_posix(), text
-    flame = yaml.safe_load(flame_text)
     for name, change in VARIANTS.items():
-        data = copy.deepcopy(flame)
-        change(data)
-        yield f"flame+{name}", yaml.safe_dump(data, sort_keys=False)
+        yield f"flame+{name}", to_text(edited(flame_data(), change))
     for classes, groups, namespaces in ((2, 3, 1), (8, 40, 3), (64, 2000, 3)):
         yield (f"synth {classes}x{groups}x{namespaces}",
                synth.to_yaml(synth.build(classes, groups, namespaces)))
@@ -90,5 +73,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     sys.exit(main())

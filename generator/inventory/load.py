@@ -29,7 +29,7 @@ from generator.errors import InventoryInvalid, Problem
 from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
 
-# These bounds leave the national-scale inventory (benchmarks/synth.py) room to grow several times while keeping
+# These bounds leave the national-scale inventory (tests/support/synth.py) room to grow several times while keeping
 # any input within the render's memory and time bounds (benchmarks/hostile.py measures that).
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 32  # nested mappings and sequences, aliases followed; the schema itself needs 6

@@ -25,16 +25,12 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 TESTS = HERE.parent
-for p in (TESTS, TESTS / "platform"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
-from validation import validation_support as vs  # noqa: E402
+from simulation import upstream as vs  # noqa: E402
 
 SOURCE = HERE / "projectcheck" / "main.go"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
@@ -212,12 +208,12 @@ def _chart_manifests(app: dict) -> list[Manifest]:
     cached helm output (megabytes of CRDs) takes seconds, this summary milliseconds. Keyed like chart_objects' own
     cache, plus the code that reads it."""
     ident = json.dumps([app, vs.versions(), *(p.read_text() for p in (
-        TESTS / "platform" / "charts.py", TESTS / "platform" / "components.py", pathlib.Path(__file__)))],
+        TESTS.parent / "simulation" / "charts.py", TESTS.parent / "simulation" / "components.py", pathlib.Path(__file__)))],
         sort_keys=True)
     cached = vs.cache_dir() / "argocd-project-objects" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
     if cached.exists():
         return [Manifest(**m) for m in json.loads(cached.read_text())]
-    import components  # tests/platform: the real helm template as Argo CD's repo server runs it
+    from simulation import components  # simulation: the real helm template as Argo CD's repo server runs it
     try:
         objects = components.chart_objects(app)
     except FileNotFoundError as e:  # helm not built

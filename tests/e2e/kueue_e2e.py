@@ -1,6 +1,6 @@
 """End-to-end harness: the pinned Kueue controller, webhooks included, against the test API server.
 
-Builds on the API-server tier of tests/validation through its plain modules: control_plane (etcd +
+Builds on the API-server tier of tests/apiserver through its plain modules: control_plane (etcd +
 kube-apiserver, PKI, pinned CRDs) and validation_support (pins, paths, the Kube client). The session fixture
 `control_plane` below starts this tier's own control plane; a missing tool fails when CI is set and skips
 otherwise (validation_support.unavailable).
@@ -11,7 +11,7 @@ tests/e2e/conftest.py (collected before them, "e2e" < "test_*") would shadow tes
 What runs for real: kube-apiserver with the Trainer, JobSet, Kueue (and Kyverno, Argo CD) CRDs; the Kueue
 controller built from its Go module (tools/build.sh), configured, identified and authorised exactly as the
 rendered Kueue Application installs it: its Configuration, Deployment arguments, RBAC and admission webhook
-configurations come from `helm template` of the pinned chart with the rendered values (tests/platform/charts.py),
+configurations come from `helm template` of the pinned chart with the rendered values (simulation/charts.py),
 with only local-process adaptations (local_process_config; Service references turned into a loopback URL +
 caBundle). What does not run: kube-controller-manager (no garbage
 collector, no Job pods), kube-scheduler, nodes, the Trainer and JobSet controllers, Kyverno. Kueue needs
@@ -39,13 +39,11 @@ import yaml
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-# tests/validation is a package under tests/ (tests/conftest.py also puts tests/ on sys.path).
-sys.path.insert(0, str(REPO / "tests"))
-from validation import validation_support as vs  # noqa: E402
-import argo_sync  # noqa: E402  (tests/platform)
-import kube as platform_kube  # noqa: E402  (tests/platform/kube.py, for its poll)
-import charts  # noqa: E402  (tests/platform)
-from validation.control_plane import (  # noqa: E402
+from simulation import upstream as vs  # noqa: E402
+from simulation import argo_sync  # noqa: E402  (simulation)
+from simulation import kube as platform_kube  # noqa: E402  (simulation/kube.py, for its poll)
+from simulation import charts  # noqa: E402  (simulation)
+from simulation.control_plane import (  # noqa: E402
     ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, stop_process,
     write_kubeconfig)
 
@@ -456,7 +454,7 @@ class Platform:
         return [o for o in self.objects if o["kind"] == kind]
 
     def use(self, tree: pathlib.Path, wait_deleted: bool = True, keep_jobs: bool = False):
-        """Make `tree` the applied tree, synced as Argo CD syncs the rendered Application (tests/platform/
+        """Make `tree` the applied tree, synced as Argo CD syncs the rendered Application (simulation/
         argo_sync.py: waves, PruneLast, waiting on pruned objects). The sync must succeed; with wait_deleted,
         objects it pruned must then be gone (a ClusterQueue still reserving quota would stay terminating)."""
         tree = pathlib.Path(tree).resolve()

@@ -18,16 +18,17 @@ import subprocess
 import pytest
 import yaml
 
-import argo_sync
-import charts
-from kubeflow_sdk import train_job_from_sdk
-from kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
+from simulation import argo_sync
+from simulation import charts
+from tests.support.kubeflow_sdk import train_job_from_sdk
+from tests.e2e.kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
     GPU, KUEUE_RUNTIME_PATCH_MANAGER, QUEUE_LABEL, AdmissionReport, Api, Platform, control_plane, job_manifest,
     kueue_embedded_trainer_version, kueue_runtime_patch_selectors, poll, render, start_kueue, stop_process,
     tree_objects, trainjob_manifest, vs)
 
 from generator.inventory import load_inventory
 from generator.inventory.naming import controller_identities
+from tests.support.inventories import edited, flame_data, write
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FLAME = load_inventory(REPO / "gpu_classes.yaml")
@@ -265,8 +266,8 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
     is written on admission). No Kyverno engine runs here, so the rendered ValidatingPolicies are evaluated by
     the pinned kyverno CLI against the TrainJob exactly as the API server stored it, as the researcher.
     job-claims is left out: it lists the namespace's PVCs, which `kyverno apply` cannot look up without a cluster
-    client; it is judged with cluster resources in tests/test_policies.py and by the live admission controller in
-    tests/journeys and tests/policies/test_live_admission.py."""
+    client; it is judged with cluster resources in tests/unit/test_policies.py and by the live admission controller in
+    tests/journeys and tests/simulation/test_live_admission.py."""
     kyverno = vs.tool_bin("kyverno", "KYVERNO_VERSION")
     if not kyverno.is_file():
         vs.unavailable(f"{kyverno} is missing: run `make tools`")
@@ -325,12 +326,6 @@ def test_kueue_admission_keeps_what_the_user_stored(flame, report, request):
 
 # ---------------------------------------------------------------- 7. the inventory drives the outcome
 
-def _edit(inv, change):
-    inv = copy.deepcopy(inv)
-    change(inv)
-    return inv
-
-
 def _zero_a(inv):
     inv["groups"][A]["allocations"]["gh200"]["gpus"] = 0
 
@@ -363,8 +358,8 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_inventory_change_changes_admission(variant, platform, report, tmp_path):
     change, expected = VARIANTS[variant]
-    inventory = _edit(yaml.safe_load((REPO / "gpu_classes.yaml").read_text()), change)
-    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    inventory = edited(flame_data(), change)
+    write(inventory, tmp_path / "inventory.yaml")
     platform.use(render(tmp_path / "inventory.yaml", tmp_path / "out"))
     start = len(report.rows)
     for runtime, (admitted, flavor, (total, borrowed)) in expected.items():
@@ -415,8 +410,7 @@ SYNC_CHANGES = {
 
 
 def _variant_tree(tmp_path, change):
-    inventory = _edit(yaml.safe_load((REPO / "gpu_classes.yaml").read_text()), change)
-    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    write(edited(flame_data(), change), tmp_path / "inventory.yaml")
     return render(tmp_path / "inventory.yaml", tmp_path / "out")
 
 
@@ -429,7 +423,7 @@ def _admit_one_job_per_group(platform):
 
 @pytest.mark.parametrize("change", list(SYNC_CHANGES))
 def test_inventory_change_syncs_to_completion_while_workloads_are_admitted(change, flame, tmp_path):
-    """Argo CD's order (tests/platform/argo_sync.py) with the rendered Application's sync options: the sync
+    """Argo CD's order (simulation/argo_sync.py) with the rendered Application's sync options: the sync
     succeeds while both groups' TrainJobs hold quota, and Kueue releases what was pruned."""
     edit, gone, terminating = SYNC_CHANGES[change]
     jobs = _admit_one_job_per_group(flame)

@@ -1,4 +1,4 @@
-"""Fixtures and helpers for the seed page's journeys on the simulated FLAME (tests/platform/flame.py).
+"""Fixtures and helpers for the seed page's journeys on the simulated FLAME (simulation/flame.py).
 
 Not a conftest.py: tests/*.py do `from conftest import ...`, which a conftest.py here could shadow. The test
 modules import the fixture `flame_cluster` from here.
@@ -19,17 +19,13 @@ import pytest
 import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
-PLATFORM = HERE.parent / "platform"
-for p in (PLATFORM, HERE.parent):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
-from validation import validation_support as vs  # noqa: E402
-import flame as flame_mod  # noqa: E402
-from kube import Client, conditions, poll  # noqa: E402
-from processes import leftover_processes  # noqa: E402
+from simulation import upstream as vs  # noqa: E402
+from simulation import flame as flame_mod  # noqa: E402
+from simulation.kube import Client, conditions, poll  # noqa: E402
+from simulation.processes import leftover_processes  # noqa: E402
 
-import argo_sync  # noqa: E402
+from simulation import argo_sync  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
 from generator.repo_server import KUSTOMIZATION_FILE  # noqa: E402
 from generator.inventory.naming import research_namespaces  # noqa: E402
@@ -219,7 +215,7 @@ class Timer:
 # ---------------------------------------------------------------- the model against the real controller
 
 def modelled_tasks(flame, inventory_file: pathlib.Path) -> list[tuple]:
-    """The tasks the model (tests/platform/argo_sync.py, used by the tiers without Argo CD) plans for syncing the
+    """The tasks the model (simulation/argo_sync.py, used by the tiers without Argo CD) plans for syncing the
     gpugen Application from the cluster's live state to `inventory_file`'s render. Call it before the push."""
     trees = render_trees(load_inventory(inventory_file), inventory_file.name)
     desired = [yaml.safe_load(content) for path, content in trees.synced.items() if path != KUSTOMIZATION_FILE]

@@ -16,12 +16,12 @@ import sys
 import pytest
 import yaml
 
-from journeys_support import (GPU, TIMEOUT, Timer, sync_as_modelled,  # noqa: F401
+from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, sync_as_modelled,  # noqa: F401
                               no_jobs_left, pods_of_jobset, poll, researcher, submit, trainer_client, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
-from kube import ApiError, Client, conditions
-import flame as flame_mod
-from argocd_local import application_settled, describe_application
+from simulation.kube import ApiError, Client, conditions
+from simulation import flame as flame_mod
+from simulation.argocd_local import application_settled, describe_application
 
 REPO = flame_mod.vs.REPO
 INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
@@ -282,7 +282,7 @@ def _spawner(flame, ns) -> Client:
                        "metadata": {"name": sa, "namespace": ns},
                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
                        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
-    from cluster import service_account_kubeconfig
+    from simulation.cluster import service_account_kubeconfig
     return Client.from_kubeconfig(service_account_kubeconfig(flame.plane, flame.work / "spawner" / f"{ns}.kubeconfig",
                                                              ns, sa))
 

@@ -9,7 +9,7 @@ back.
 - a change Kueue refuses (a hand edit of rendered/): Argo CD reports the refusal and applies nothing; reverting the
   commit repairs it.
 (Removing a class is journey 8.) Each sync also checks the model of Argo CD's sync that the tiers without Argo CD
-use (tests/platform/argo_sync.py): it must plan the tasks the real controller planned, in the same order.
+use (simulation/argo_sync.py): it must plan the tasks the real controller planned, in the same order.
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import sys
 
 import yaml
 
-from journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, modelled_tasks,  # noqa: F401
+from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, modelled_tasks,  # noqa: F401
                               no_jobs_left, poll, researcher, submit, sync_as_modelled, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
-from kube import conditions
+from simulation.kube import conditions
 
 from generator.plan import WAITS_ON_WORKLOADS
 
@@ -54,7 +54,7 @@ def plan(flame, inventory: pathlib.Path) -> str:
     """`gpugen plan` of `inventory` against what the cluster's repository has committed (what Argo CD synced)."""
     checkout = flame.argocd.repo.checkout
     site = checkout / ".plan-inventory.yaml"
-    from argocd_local import site_inventory
+    from simulation.argocd_local import site_inventory
     site.write_text(site_inventory(inventory, flame.argocd.repo.url, flame.argocd.repo.chart_mirror))
     try:
         done = subprocess.run([sys.executable, "-m", "generator", "plan", "--inventory", str(site), "--out", "rendered",

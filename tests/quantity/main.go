@@ -1,5 +1,5 @@
 // Command quantity parses each string with the pinned k8s.io/apimachinery's resource.ParseQuantity, the parser
-// every Kubernetes component uses, so tests/test_quantity.py can compare gpugen's parser with it.
+// every Kubernetes component uses, so tests/unit/test_quantity.py can compare gpugen's parser with it.
 //
 //	quantity < inputs.json > results.json
 //

@@ -1,0 +1,299 @@
+"""A test control plane: the pinned etcd + kube-apiserver (built by tools/build.sh) on 127.0.0.1.
+
+Shared by the API-server tier (tests/apiserver/conftest.py) and the end-to-end tier
+(tests/e2e/kueue_e2e.py); each starts its own. Plain functions, no fixtures:
+
+    with start_control_plane(workdir) as plane:   # processes stopped on leaving the block
+        prepare_cluster(plane)                    # pinned CRDs Established, the tree's namespaces
+        plane.kube.apply(obj)
+
+Choices (see README.md in this directory):
+- Authorization is RBAC (as on a real cluster); the test client is an admin through a
+  client certificate in group system:masters. RBAC objects we emit are therefore
+  checked by the real RBAC storage validation (e.g. escalation checks do not apply
+  to system:masters, but roleRef/subject validation does).
+- Certificates and the service-account key are made with the `openssl` CLI, so the
+  tests need no crypto package. `issue_certificate` signs further ones with the same CA.
+- Requests are raw HTTP through `requests` (validation_support.Kube).
+
+Missing binaries: `start_control_plane` calls `unavailable()`, a failure when CI is set
+(run `make tools`) and a skip with the reason otherwise.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import requests
+import yaml
+
+from simulation.upstream import (
+    SCRATCH_NS, TOOLS, Kube, load_all, load_one, manifest_files, message, rel, tool_bin, unavailable)
+
+# The group versions the tree uses from the pinned CRDs: discovery must serve them before tests run.
+CRD_GROUP_VERSIONS = ("trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2", "policies.kyverno.io/v1",
+                      "jobset.x-k8s.io/v1alpha2", "argoproj.io/v1alpha1")
+
+
+# ---------------------------------------------------------------- processes
+
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
+def free_port():
+    """A port free on 127.0.0.1 now and never handed out before by this process: the kernel may offer a port it
+    has just offered again, and two listeners of one start-up (etcd's client and peer ports) would then collide."""
+    with _HANDED_OUT_LOCK:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+
+
+def wait_until(check, timeout, what, log=None):
+    """Return once check() is truthy (exceptions count as not yet); raise after timeout with log's tail."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as e:  # still starting: connection refused, 503, ...
+            last = e
+        time.sleep(0.5)
+    tail = pathlib.Path(log).read_text()[-3000:] if log and pathlib.Path(log).exists() else ""
+    raise RuntimeError(f"timed out after {timeout}s waiting for {what} (last error: {last})\n{tail}")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def child_preexec(netns=None):
+    """The preexec_fn of every process the tests start: it gets SIGTERM when the thread that started it ends, even
+    by SIGKILL (PR_SET_PDEATHSIG), and runs inside `netns` (simulation/netns.py) if given."""
+    def preexec():  # between fork and exec
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if netns:
+            netns.preexec()
+    return preexec
+
+
+def start_process(cmd, log, netns=None):
+    """Popen with stdout and stderr to the file `log`; inside `netns` (simulation/netns.py) if given."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=child_preexec(netns))
+
+
+def stop_process(proc):
+    """SIGTERM, then SIGKILL after 20 s; nothing if it has already exited."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- PKI
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def issue_certificate(ca_dir, out_dir, name, subject, extensions):
+    """out_dir/<name>.key and <name>.crt for `subject`, signed by the test CA in ca_dir (ca.crt, ca.key).
+
+    `extensions`: the X.509 v3 extensions, as lines of an openssl extfile (e.g. "extendedKeyUsage=clientAuth\\n")."""
+    ca_dir, out_dir = pathlib.Path(ca_dir), pathlib.Path(out_dir)
+    (out_dir / f"{name}.ext").write_text(extensions)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=out_dir)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", str(ca_dir / "ca.crt"), "-CAkey", str(ca_dir / "ca.key"),
+            "-CAcreateserial", "-days", "2", "-out", f"{name}.crt", "-extfile", f"{name}.ext", cwd=out_dir)
+
+
+def make_pki(d):
+    """CA, serving cert for 127.0.0.1, admin client cert (system:masters), SA key pair."""
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=gpugen-test-ca",
+            "-keyout", "ca.key", "-out", "ca.crt", cwd=d)
+    issue_certificate(d, d, "server", "/CN=kube-apiserver",
+                      "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    issue_certificate(d, d, "admin", "/O=system:masters/CN=gpugen-admin", "extendedKeyUsage=clientAuth\n")
+    # The aggregator's client certificate towards aggregated API servers (Kueue's visibility API).
+    issue_certificate(d, d, "front-proxy-client", "/CN=front-proxy-client", "extendedKeyUsage=clientAuth\n")
+    openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
+    openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
+
+
+def write_kubeconfig(path, server, ca, cert, key, user="admin", context="gpugen"):
+    """A kubeconfig at `path` for `server` (trusting `ca`) as the client certificate cert/key."""
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": context,
+        "clusters": [{"name": "gpugen", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+        "contexts": [{"name": context, "context": {"cluster": "gpugen", "user": user}}],
+    }
+    path = pathlib.Path(path)
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+# ---------------------------------------------------------------- the control plane
+
+@dataclasses.dataclass
+class ControlPlane:
+    """A running etcd + kube-apiserver. Stop it with .stop() or by leaving a `with` block."""
+    pki: pathlib.Path             # ca.crt/ca.key of the test CA (and the server's and admin's certificates)
+    kube: Kube                    # admin client (system:masters)
+    kubeconfig: pathlib.Path      # the same admin identity, for tools
+    apiserver_log: pathlib.Path
+    processes: list[subprocess.Popen]
+
+    def stop(self):
+        for p in reversed(self.processes):
+            stop_process(p)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def start_control_plane(workdir, netns=None) -> ControlPlane:
+    """Start etcd + kube-apiserver in `workdir` (an empty directory) and wait until /readyz answers. With `netns`
+    (simulation/netns.py) both run in that network namespace, reached from here on the same ports."""
+    etcd = tool_bin("etcd", "ETCD_VERSION")
+    kas = tool_bin("kube-apiserver", "KUBERNETES_VERSION")
+    for b in (etcd, kas):
+        if not os.access(b, os.X_OK):
+            unavailable(f"{b} is missing: run `make tools` (tools/build.sh etcd kube-apiserver)")
+    if not shutil.which("openssl"):
+        unavailable("openssl is not installed")
+
+    d = pathlib.Path(workdir)
+    make_pki(d)
+    etcd_client, etcd_peer, secure = free_port(), free_port(), free_port()
+    if netns:
+        netns.forward(etcd_client)
+        netns.forward(secure)
+    etcd_url = f"http://127.0.0.1:{etcd_client}"
+    procs = []
+    try:
+        procs.append(start_process([
+            str(etcd), "--name", "gpugen", "--data-dir", str(d / "etcd"),
+            "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+            "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+            "--initial-cluster", f"gpugen=http://127.0.0.1:{etcd_peer}",
+            "--unsafe-no-fsync", "--log-level", "warn",
+        ], d / "etcd.log", netns))
+        etcd_http = requests.Session()
+        etcd_http.trust_env = False  # never via a proxy
+        wait_until(lambda: etcd_http.get(etcd_url + "/health", timeout=2).json()["health"] == "true",
+                   60, "etcd", d / "etcd.log")
+
+        server = f"https://127.0.0.1:{secure}"
+        log = d / "kube-apiserver.log"
+        procs.append(start_process([
+            str(kas), "--etcd-servers", etcd_url,
+            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            "--secure-port", str(secure),
+            "--tls-cert-file", str(d / "server.crt"), "--tls-private-key-file", str(d / "server.key"),
+            "--client-ca-file", str(d / "ca.crt"),
+            "--service-account-issuer", "https://kubernetes.default.svc",
+            "--service-account-key-file", str(d / "sa.pub"),
+            "--service-account-signing-key-file", str(d / "sa.key"),
+            "--service-cluster-ip-range", "10.96.0.0/24",
+            "--authorization-mode", "RBAC",
+            # No nodes or Services here: keeps it from retrying a loopback `kubernetes` endpoint.
+            "--endpoint-reconciler-type", "none",
+            "--cert-dir", str(d / "certs"),
+            # Aggregated APIs and webhooks reached through their Service's EndpointSlices (no kube-proxy here):
+            # the simulated FLAME's platform pods have addresses of their own (simulation/netns.py).
+            "--enable-aggregator-routing=true",
+            "--requestheader-client-ca-file", str(d / "ca.crt"),
+            "--requestheader-allowed-names", "front-proxy-client",
+            "--requestheader-username-headers", "X-Remote-User", "--requestheader-group-headers", "X-Remote-Group",
+            "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+            "--proxy-client-cert-file", str(d / "front-proxy-client.crt"),
+            "--proxy-client-key-file", str(d / "front-proxy-client.key"),
+        ], log, netns))
+        kube = Kube(server, d / "ca.crt", d / "admin.crt", d / "admin.key")
+        kubeconfig = write_kubeconfig(d / "kubeconfig", server, d / "ca.crt", d / "admin.crt", d / "admin.key")
+
+        def ready():
+            if procs[-1].poll() is not None:
+                raise RuntimeError(f"kube-apiserver exited with {procs[-1].returncode}")
+            return kube.http.get(server + "/readyz", timeout=5).status_code == 200
+        wait_until(ready, 180, "kube-apiserver /readyz", log)
+    except BaseException:
+        for p in reversed(procs):
+            stop_process(p)
+        raise
+    return ControlPlane(d, kube, kubeconfig, log, procs)
+
+
+# ---------------------------------------------------------------- what the tree needs on it
+
+def install_crds(kube, log=None):
+    """Create every pinned CRD (tools/crds.sh), wait until each is Established and the tree's group
+    versions are discoverable. `log`: the API server's log, quoted on a timeout."""
+    out = subprocess.run([str(TOOLS / "crds.sh")], capture_output=True, text=True)
+    assert out.returncode == 0, f"tools/crds.sh failed:\n{out.stderr}"
+    crd_dir = pathlib.Path(out.stdout.strip())
+    names = []
+    for f in sorted(crd_dir.glob("*.yaml")):
+        for crd in load_all(f.read_text()):
+            r = kube.create(crd, dry_run=False)
+            assert r.status_code == 201, f"installing {f.name}: {r.status_code} {message(r)}"
+            names.append(crd["metadata"]["name"])
+
+    def established(name):
+        url = f"{kube.server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        conds = kube.http.get(url, timeout=10).json().get("status", {}).get("conditions", [])
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+    for n in names:
+        wait_until(lambda: established(n), 120, f"CRD {n} Established", log)
+
+    # Discovery of the new groups can lag Established by a moment.
+    for api_version in CRD_GROUP_VERSIONS:
+        wait_until(lambda: kube.resources(api_version), 60, f"discovery of {api_version}", log)
+
+
+def create_tree_namespaces(kube):
+    """The tree's own Namespace objects, then every namespace its objects only reference, and SCRATCH_NS."""
+    wanted, defined = {SCRATCH_NS}, set()
+    for f in manifest_files():
+        obj = load_one(f)
+        if obj.get("apiVersion") == "v1" and obj.get("kind") == "Namespace":
+            r = kube.apply(obj, dry_run=False)
+            assert r.ok, f"{rel(f)}: {message(r)}"
+            defined.add(obj["metadata"]["name"])
+        elif obj.get("metadata", {}).get("namespace"):
+            wanted.add(obj["metadata"]["namespace"])
+    # A bare re-apply by the same field manager would drop the tree's labels (Pod Security) from its own.
+    for ns in sorted(wanted - defined):
+        r = kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, dry_run=False)
+        assert r.ok, f"namespace {ns}: {message(r)}"
+
+
+def prepare_cluster(plane: ControlPlane) -> Kube:
+    """What the tree needs on a fresh control plane: the pinned CRDs (Established, discoverable), then the
+    tree's namespaces. Returns the admin client."""
+    install_crds(plane.kube, plane.apiserver_log)
+    create_tree_namespaces(plane.kube)
+    return plane.kube

@@ -1,0 +1,350 @@
+"""The simulated FLAME on 127.0.0.1, delivered by the real Argo CD: the pinned Kubernetes control plane,
+scheduler and controller manager, KWOK nodes, and Argo CD (simulation/argocd_local.py) bootstrapped as the
+README says, which installs Kyverno, JobSet, Trainer and Kueue from their charts and then syncs the rendered
+tree. The controllers the charts' Deployments describe run as real processes from the pods they make
+(simulation/pods.py). Plain functions, no pytest in here (tests/journeys and simulation/demo.py use it):
+
+    flame = start_flame(work)          # raises ToolMissing / ComponentFailed; stops what it started on failure
+    try: ... flame.admin, flame.researchers["vision-lab"], flame.argocd ...
+    finally: flame.stop()              # or `with start_flame(work) as flame:`
+
+Layers: processes.py (start/stop/ready, named failures), cluster.py (Kubernetes + KWOK), pods.py (the platform's
+pods as processes), argocd_local.py (git, chart mirror, Redis, Argo CD), kube.py (REST client), this module (order,
+onboarding, identities).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import time
+
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+from simulation import upstream as vs  # noqa: E402
+from generator.inventory import load_inventory  # noqa: E402
+
+from simulation.cluster import CLUSTER_TOOLS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes  # noqa: E402,F401
+from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, RUNS, chart_objects, component_applications  # noqa: E402
+from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, push_charts, start_argocd,  # noqa: E402
+                          start_git, start_redis, start_registry)
+from simulation.pods import Container, PodRuntime, image_repository  # noqa: E402
+from simulation.netns import PodNetwork  # noqa: E402
+from simulation.kube import Client, conditions, poll  # noqa: E402
+from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
+
+# Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool): Kyverno's
+# post-upgrade migration, which Argo CD runs as a PostSync hook, is its CLI.
+HOOK_IMAGES = {"kyverno-cli": ("kyverno", "KYVERNO_VERSION")}
+# Components whose controller binds all interfaces unless a flag names the host to listen on.
+HOST_FLAGS = {"kyverno": "--webhookServerHost"}
+ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
+# Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
+NOT_RUN = {
+    "kyverno-background-controller": "Kyverno's background controller (generate and mutate-existing policies; the "
+                                     "platform's policies are admission-time only)",
+    "kyverno-reports-controller": "Kyverno's reports controller (policy reports)",
+    "kyverno-cleanup-controller": "Kyverno's cleanup controller (cleanup policies; the platform has none)",
+}
+APPLICATIONS_TIMEOUT = float(os.environ.get("GPUGEN_FLAME_ARGOCD_TIMEOUT", "300"))
+
+
+@dataclasses.dataclass
+class Researcher:
+    group: str                 # inventory group
+    user: str
+    groups: list[str]          # as the API server sees them (certificate O=)
+    kubeconfig: pathlib.Path
+    namespaces: list[str]
+
+    @property
+    def client(self) -> Client:
+        return Client.from_kubeconfig(self.kubeconfig)
+
+
+@dataclasses.dataclass
+class Flame:
+    work: pathlib.Path
+    procs: Processes
+    plane: object                            # validation.control_plane.ControlPlane: its CA signs identities
+    admin: Client
+    admin_kubeconfig: pathlib.Path
+    inventory: object
+    inventory_file: pathlib.Path
+    researchers: dict[str, Researcher]      # inventory group -> a member (none for a group without identities)
+    argocd: ArgoCD                           # the real Argo CD and the cluster's GitOps repository
+    pods: PodRuntime                         # the platform's pods as processes
+    network: PodNetwork                      # the simulation's network namespace (pod IPs exist only there)
+    nodes: list[str]
+    timings: dict[str, float]
+
+    @property
+    def skipped(self) -> list[str]:
+        return sorted(self.pods.skipped)
+
+    def stop(self):
+        try:
+            self.pods.stop()
+        finally:
+            try:
+                self.procs.stop()
+            finally:
+                self.network.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def check_running(self):
+        self.procs.check_running()
+        self.pods.check()
+
+    def push(self, inventory_file: pathlib.Path, message: str, edit=None) -> str:
+        """What a platform engineer's merge does: the inventory rendered and pushed to the cluster's repository,
+        and Argo CD told of it (as by a Git webhook). Returns the commit."""
+        revision = self.argocd.repo.commit(inventory_file, message, edit)
+        self.argocd.refresh()
+        return revision
+
+    def sync(self, inventory_file: pathlib.Path, message: str, timeout: float = 180) -> str:
+        """push(), then every Application Synced and Healthy at that commit. Returns the commit."""
+        revision = self.push(inventory_file, message)
+        self.argocd.wait_applications(None, timeout, revision, check=self.check_running)
+        return revision
+
+
+# ---------------------------------------------------------------- applying objects
+
+def _namespaced(admin: Client, obj) -> bool:
+    res = admin.kube.resources(obj["apiVersion"])
+    if obj["kind"] not in res:
+        res = admin.kube.resources(obj["apiVersion"], refresh=True)
+    return res[obj["kind"]][1]
+
+
+def apply_all(admin: Client, objects, default_namespace=None):
+    """Server-side apply, CRDs first (waited for Established), namespaced objects without a namespace in the
+    destination namespace (as Argo CD does)."""
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    for crd in crds:
+        admin.apply(crd)
+    for crd in crds:
+        poll(lambda: conditions(admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                          crd["metadata"]["name"])).get("Established", {}).get("status") == "True",
+             60, f"CRD {crd['metadata']['name']} Established")
+    for obj in objects:
+        if obj["kind"] == "CustomResourceDefinition":
+            continue
+        if default_namespace and not obj["metadata"].get("namespace") and _namespaced(admin, obj):
+            obj = {**obj, "metadata": {**obj["metadata"], "namespace": default_namespace}}
+        admin.apply(obj)
+
+
+def ensure_namespace(admin: Client, name: str):
+    admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+# ---------------------------------------------------------------- the rendered tree
+
+tree_objects = vs.tree_objects  # the files Argo CD reads from the synced tree
+
+
+def same_tree(a: pathlib.Path, b: pathlib.Path) -> list[str]:
+    """Files that differ between two rendered trees (relative paths), none when they are byte-identical."""
+    files = lambda d: {p.relative_to(d): p.read_bytes() for p in d.rglob("*") if p.is_file()}  # noqa: E731
+    fa, fb = files(a), files(b)
+    return sorted(str(p) for p in fa.keys() | fb.keys() if fa.get(p) != fb.get(p))
+
+
+# ---------------------------------------------------------------- onboarding research groups
+
+def onboard_research_namespaces(admin: Client, inventory):
+    """What onboarding a group does outside the rendered tree: its namespaces (unless rendered) and the home
+    and workspace PVCs, each bound to a PersistentVolume (nothing provisions storage here)."""
+    storage = inventory.cluster.storage
+    for group in inventory.groups.values():
+        for ns in group.namespaces:
+            if admin.get("v1", "Namespace", ns) is None:
+                ensure_namespace(admin, ns)
+            for claim in (storage.home.claimName, storage.workspace.claimName):
+                pv = f"{ns}-{claim}"
+                admin.apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+                             "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteMany"],
+                                      "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                                      "hostPath": {"path": f"/flame/{ns}/{claim}"},
+                                      "claimRef": {"namespace": ns, "name": claim}}})
+                admin.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                             "metadata": {"name": claim, "namespace": ns},
+                             "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
+                                      "resources": {"requests": {"storage": "100Gi"}}}})
+    for group in inventory.groups.values():
+        for ns in group.namespaces:
+            for claim in (storage.home.claimName, storage.workspace.claimName):
+                poll(lambda: (admin.get("v1", "PersistentVolumeClaim", claim, ns) or {}).get("status", {})
+                     .get("phase") == "Bound", 60, f"PVC {ns}/{claim} Bound")
+
+
+def researcher_identities(flame_work: pathlib.Path, plane, inventory) -> dict[str, Researcher]:
+    """One member per group with identities in the inventory: a client certificate CN=<user>, O=<group>."""
+    out = {}
+    for name, group in inventory.groups.items():
+        ids = group.identities
+        if ids.groups:
+            user, groups = f"{name}-researcher", [ids.groups[0]]
+        elif ids.users:
+            user, groups = ids.users[0], []
+        else:
+            continue
+        kc = identity_kubeconfig(plane, flame_work / "researchers", name, user, groups, namespace=group.namespaces[0])
+        out[name] = Researcher(name, user, groups, kc, list(group.namespaces))
+    return out
+
+
+# ---------------------------------------------------------------- readiness of the live webhooks
+
+def wait_policies_live(admin: Client, policies: list[dict], proc, timeout=90):
+    """Kyverno has built the webhooks of every synced CEL policy (status.conditionStatus.ready, with the
+    WebhookConfigured condition) and its resource webhook configurations exist. Kyverno does this asynchronously
+    after the sync; without the wait the first journeys would race it."""
+    def ready(policy):
+        live = admin.get(policy["apiVersion"], policy["kind"], policy["metadata"]["name"]) or {}
+        return (live.get("status", {}).get("conditionStatus") or {}).get("ready") is True
+    for policy in policies:
+        wait_ready(proc, lambda: ready(policy), timeout, f"Kyverno: {policy['kind']} {policy['metadata']['name']} ready")
+    for policy_kind, webhook_kind in (("ValidatingPolicy", "ValidatingWebhookConfiguration"),
+                                      ("MutatingPolicy", "MutatingWebhookConfiguration")):
+        if any(p["kind"] == policy_kind for p in policies):
+            name = f"kyverno-resource-{webhook_kind.removesuffix('WebhookConfiguration').lower()}-webhook-cfg"
+            wait_ready(proc, lambda: admin.get("admissionregistration.k8s.io/v1", webhook_kind, name), timeout,
+                       f"Kyverno's {webhook_kind} {name}")
+
+
+def wait_kueue_webhook(admin: Client, inventory, proc, timeout=60):
+    """Kueue's webhooks are live: a dry-run Job in a research namespace comes back suspended."""
+    ns = next(iter(inventory.groups.values())).namespaces[0]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "probe-", "namespace": ns},
+           "spec": {"suspend": False, "template": {"spec": {"restartPolicy": "Never", "containers": [
+               {"name": "c", "image": "busybox:1.36"}]}}}}
+    wait_ready(proc, lambda: admin.create(job, dry_run=True)["spec"].get("suspend") is True, timeout,
+               "Kueue's Job webhook (a Job in a research namespace suspended)")
+
+
+# ---------------------------------------------------------------- start
+
+def component_charts(bootstrap: pathlib.Path) -> list[tuple[dict, list[dict]]]:
+    """Each component Application of a bootstrap/ tree with the objects its chart renders, read once per start."""
+    return [(app, chart_objects(app)) for app in component_applications(bootstrap)]
+
+
+def hook_images(charts: list[tuple[dict, list[dict]]]) -> dict[str, pathlib.Path]:
+    """Image repository -> binary, for the containers of the charts' Jobs whose image is in HOOK_IMAGES."""
+    out = {}
+    for _, objects in charts:
+        for o in objects:
+            if o.get("kind") != "Job":
+                continue
+            for c in o["spec"]["template"]["spec"]["containers"]:
+                repository = image_repository(c["image"])
+                tool = HOOK_IMAGES.get(repository.rsplit("/", 1)[-1])
+                if tool:
+                    out[repository] = vs.tool_bin(*tool)
+    return out
+
+
+def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Container]:
+    """namespace/Deployment -> the pinned binary that runs it: for each component Application, the one Deployment
+    of its chart (as helm renders it for Argo CD) whose name ends with RUNS' suffix."""
+    out = {}
+    for app, objects in charts:
+        name = app["metadata"]["labels"][COMPONENT_LABEL]
+        suffix, tool, key = RUNS[name]
+        deployments = [o["metadata"]["name"] for o in objects if o.get("kind") == "Deployment"]
+        (deployment,) = [d for d in deployments if d.endswith(suffix)] or [None]
+        if deployment is None:
+            raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
+        out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
+            deployment, vs.tool_bin(tool, key), HOST_FLAGS.get(name))
+    return out
+
+
+def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_file: pathlib.Path | None = None,
+                log=print) -> Flame:
+    """Start the simulated FLAME in `work` (an empty directory) for an inventory (default gpu_classes.yaml, or
+    GPUGEN_INVENTORY) whose rendered tree is `tree` (default the committed rendered/, or GPUGEN_RENDERED_DIR):
+    the cluster's repository must carry exactly that tree. Everything started is stopped again if anything
+    fails."""
+    tree = tree or vs.rendered_dir()
+    inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
+    inventory = load_inventory(inventory_file)
+    require_tools(ALL_TOOLS)
+    work = pathlib.Path(work)
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    procs = Processes()
+    runtime = net = None
+    try:
+        net = PodNetwork.start(work)
+        registry = start_registry(work, procs, net)
+        repo = start_git(work, procs, inventory_file, f"{registry}/charts", net)
+        differs = same_tree(repo.checkout / "rendered", tree)
+        if differs:
+            raise ComponentFailed(f"the cluster's repository would not carry the tree under test {tree}: "
+                                  f"{differs[:5]} differ (only bootstrap/ may name the site's URLs)")
+        charts = component_charts(repo.checkout / "bootstrap")
+        containers = platform_containers(charts)
+        namespaces = sorted({key.split("/")[0] for key in containers})
+        k8s = start_kubernetes(work, procs, inventory, pod_runtime_namespaces=namespaces, netns=net)
+        admin = Client.from_kube(k8s.plane.kube)
+        runtime = PodRuntime(admin, k8s.plane, work, namespaces, containers, NOT_RUN, procs, net, log,
+                             images=hook_images(charts))
+        runtime.start()
+        timings["kubernetes"] = time.monotonic() - t0
+        log(f"kubernetes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) ready in "
+            f"{timings['kubernetes']:.1f}s")
+
+        push_charts(repo.checkout / "bootstrap", registry, work)
+        argo = start_argocd(work, procs, k8s.plane, admin, repo, start_redis(work, procs, net), net)
+        timings["argocd"] = time.monotonic() - t0
+        log(f"git daemon, chart mirror, redis, Argo CD ready at {timings['argocd']:.1f}s")
+
+        # The README's bootstrap, then Argo CD alone: the app-of-apps, the components, the gpugen Application.
+        bootstrap_argocd(argo)
+        argo.wait_applications(None, APPLICATIONS_TIMEOUT, repo.revision, check=runtime.check)
+        expected = expected_applications(repo.checkout / "bootstrap")
+        names = {a["metadata"]["name"] for a in argo.applications()}
+        if names != expected:
+            raise ComponentFailed(f"Argo CD has Applications {sorted(names)}, bootstrap/ renders {sorted(expected)}")
+        timings["synced"] = time.monotonic() - t0
+        log(f"Argo CD: {len(names)} Applications Synced and Healthy at {timings['synced']:.1f}s")
+
+        onboard_research_namespaces(admin, inventory)
+        policies = [o for o in tree_objects(tree) if o["apiVersion"].startswith("policies.kyverno.io/")]
+        if policies:
+            wait_policies_live(admin, policies, None)
+        if inventory.cluster.components.kueue.install:
+            wait_kueue_webhook(admin, inventory, None)
+        researchers = researcher_identities(work, k8s.plane, inventory)
+        timings["ready"] = time.monotonic() - t0
+        log(f"FLAME ready in {timings['ready']:.1f}s")
+        return Flame(work, procs, k8s.plane, admin, k8s.plane.kubeconfig, inventory, inventory_file, researchers,
+                     argo, runtime, net, k8s.nodes, timings)
+    except BaseException as e:
+        hold = float(os.environ.get("GPUGEN_FLAME_HOLD_ON_FAILURE", "0"))
+        if hold and not isinstance(e, KeyboardInterrupt):  # a developer inspects the failed start-up first
+            log(f"start-up failed: {e}\nkept running {hold:.0f}s for inspection: "
+                f"KUBECONFIG={work / 'apiserver' / 'kubeconfig'}")
+            time.sleep(hold)
+        if runtime:
+            runtime.stop()
+        procs.stop()
+        if net:
+            net.stop()
+        raise
+
+
+def expected_applications(bootstrap: pathlib.Path) -> set[str]:
+    return {vs.load_one(f)["metadata"]["name"] for f in bootstrap.rglob("*.yaml")
+            if vs.load_one(f).get("kind") == "Application"}

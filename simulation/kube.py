@@ -1,0 +1,130 @@
+"""A small Kubernetes REST client for the simulated FLAME (any identity: admin, service account, researcher).
+
+Built on tests/apiserver's Kube (discovery, URLs); adds server-side apply for real, create, get, list, delete
+and status reads, raising ApiError with the server's message instead of returning raw responses.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+import requests
+import yaml
+
+
+from simulation import upstream as vs  # noqa: E402
+
+FIELD_MANAGER = "gpugen-flame"
+
+
+class ApiError(RuntimeError):
+    def __init__(self, what: str, response: requests.Response):
+        self.status = response.status_code
+        self.message = vs.message(response)
+        super().__init__(f"{what}: {self.status} {self.message}")
+
+
+class Client:
+    def __init__(self, kube: vs.Kube, headers: dict | None = None):
+        self.kube = kube
+        self.http = kube.http
+        self.headers = headers or {}
+
+    @classmethod
+    def from_kube(cls, kube: vs.Kube) -> "Client":
+        return cls(kube)
+
+    @classmethod
+    def from_kubeconfig(cls, path: pathlib.Path) -> "Client":
+        cfg = yaml.safe_load(pathlib.Path(path).read_text())
+        cluster = cfg["clusters"][0]["cluster"]
+        user = cfg["users"][0]["user"]
+        if "token" in user:  # a service account's token
+            kube = vs.Kube(cluster["server"], cluster["certificate-authority"], "", "")
+            kube.http.cert = None
+            kube.http.headers["Authorization"] = f"Bearer {user['token']}"
+            return cls(kube)
+        return cls(vs.Kube(cluster["server"], cluster["certificate-authority"], user["client-certificate"],
+                           user["client-key"]))
+
+    def impersonating(self, user: str) -> "Client":
+        """The same connection acting as `user` (admin only): readiness probes of the harness."""
+        return Client(self.kube, {"Impersonate-User": user})
+
+    def _h(self, extra=None):
+        h = dict(self.headers)
+        h.update(extra or {})
+        return h
+
+    def _req(self, method, url, what, ok=(200, 201, 202), **kw):
+        headers = self._h(kw.pop("headers", None))
+        r = self.http.request(method, url, headers=headers, timeout=60, **kw)
+        if r.status_code not in ok:
+            raise ApiError(what, r)
+        return r
+
+    def url(self, api_version, kind, namespace=None, name=None):
+        return self.kube.resource_url(api_version, kind, namespace, name)
+
+    def apply(self, obj: dict, dry_run=False, manager=FIELD_MANAGER, force=True) -> dict:
+        meta = obj["metadata"]
+        params = {"fieldManager": manager, "fieldValidation": "Strict"}
+        if force:
+            params["force"] = "true"
+        if dry_run:
+            params["dryRun"] = "All"
+        r = self._req("PATCH", self.url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
+                      f"apply {obj['kind']} {meta.get('namespace', '')}/{meta['name']}", params=params,
+                      data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"})
+        return r.json()
+
+    def create(self, obj: dict, dry_run=False) -> dict:
+        meta = obj["metadata"]
+        params = {"fieldManager": FIELD_MANAGER}
+        if dry_run:
+            params["dryRun"] = "All"
+        r = self._req("POST", self.url(obj["apiVersion"], obj["kind"], meta.get("namespace")),
+                      f"create {obj['kind']} {meta.get('namespace', '')}/{meta.get('name') or meta.get('generateName')}",
+                      params=params, json=obj)
+        return r.json()
+
+    def get(self, api_version, kind, name, namespace=None) -> dict | None:
+        r = self._req("GET", self.url(api_version, kind, namespace, name), f"get {kind} {namespace}/{name}",
+                      ok=(200, 404))
+        return None if r.status_code == 404 else r.json()
+
+    def list(self, api_version, kind, namespace=None, selector=None) -> list[dict]:
+        params = {"labelSelector": selector} if selector else {}
+        r = self._req("GET", self.url(api_version, kind, namespace), f"list {kind} in {namespace}", params=params)
+        return r.json()["items"]
+
+    def patch_merge(self, api_version, kind, name, patch, namespace=None, subresource=None) -> dict:
+        url = self.url(api_version, kind, namespace, name) + (f"/{subresource}" if subresource else "")
+        r = self._req("PATCH", url, f"patch {kind} {namespace}/{name}", data=json.dumps(patch),
+                      headers={"Content-Type": "application/merge-patch+json"})
+        return r.json()
+
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
+        self._req("DELETE", self.url(api_version, kind, namespace, name), f"delete {kind} {namespace}/{name}",
+                  ok=(200, 202, 404), json={"propagationPolicy": propagation})
+
+    def raw(self, path) -> requests.Response:
+        return self.http.get(self.kube.server + path, headers=self._h(), timeout=30)
+
+
+def conditions(obj) -> dict:
+    return {c["type"]: c for c in (obj or {}).get("status", {}).get("conditions", []) or []}
+
+
+def poll(check, timeout=60.0, what="condition", interval=0.3):
+    """check()'s first truthy value; AssertionError naming `what` and the last value after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)

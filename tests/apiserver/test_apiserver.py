@@ -1,0 +1,92 @@
+"""The rendered tree against a real kube-apiserver with the pinned CRDs (see control_plane.py).
+
+Dry-run server-side apply with fieldValidation=Strict runs the CRD schemas, their CEL
+rules, core validation and admission, without needing any controller or webhook.
+"""
+import copy
+
+import pytest
+
+from simulation.upstream import SCRATCH_NS, header, load_one, manifest_files, message, rel, rendered_dir, unavailable
+
+pytestmark = pytest.mark.tools  # needs binaries from `make tools`
+
+
+def test_rendered_object_dry_run_apply(tree_present, cluster, manifest_file):
+    obj = load_one(manifest_file)
+    r = cluster.apply(obj, dry_run=True)
+    assert r.ok, f"{rel(manifest_file)}: {r.status_code} {message(r)}"
+    # Warnings are how the server flags deprecated APIs and fields it will ignore.
+    assert "Warning" not in r.headers, f"{rel(manifest_file)}: server warned: {r.headers['Warning']}"
+
+
+def node_job(runtime):
+    """A batch/v1 Job from the runtime's `node` replicated job, so core Pod validation runs."""
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    node = [j for j in jobs if j["name"] == "node"]
+    assert len(node) == 1, "a ClusterTrainingRuntime needs exactly one replicated job named node"
+    template = copy.deepcopy(node[0]["template"])
+    pod = template["spec"]["template"]["spec"]
+    # JobSet's defaulting webhook (jobset_webhook.go) sets OnFailure when unset; a bare Job
+    # would keep the Pod default Always, which Job validation rejects.
+    pod.setdefault("restartPolicy", "OnFailure")
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"podcheck-{runtime['metadata']['name']}", "namespace": SCRATCH_NS,
+                     "labels": template.get("metadata", {}).get("labels", {})},
+        "spec": template["spec"],
+    }
+
+
+def test_runtime_pod_template_is_a_valid_job(tree_present, cluster, runtime_file):
+    if runtime_file is None:
+        pytest.fail("the rendered tree has no ClusterTrainingRuntime")
+    job = node_job(load_one(runtime_file))
+    containers = job["spec"]["template"]["spec"]["containers"]
+    assert [c for c in containers if c["name"] == "node" and c.get("image")], \
+        "the node replicated job needs a container named node with an image"
+    r = cluster.create(job, dry_run=True)
+    assert r.status_code == 201, f"{rel(runtime_file)}: {r.status_code} {message(r)}"
+    assert "Warning" not in r.headers, f"{rel(runtime_file)}: server warned: {r.headers['Warning']}"
+
+
+@pytest.fixture(scope="module")
+def applied_tree(cluster):
+    """The whole tree applied for real (namespaces already exist)."""
+    objs = [(f, load_one(f)) for f in manifest_files()]
+    if not objs:
+        unavailable(f"no rendered objects under {rendered_dir()}")
+    for f, obj in objs:
+        r = cluster.apply(obj, dry_run=False)
+        assert r.ok, f"{rel(f)}: {r.status_code} {message(r)}"
+    return objs
+
+
+def test_tree_applies_for_real_and_reapplies_cleanly(cluster, applied_tree):
+    # A second apply of the same content must be accepted too (what Argo CD does on sync).
+    for f, obj in applied_tree:
+        r = cluster.apply(obj, dry_run=True)
+        assert r.ok, f"{rel(f)}: {r.status_code} {message(r)}"
+        assert cluster.get(obj).ok
+
+
+def test_localqueue_cluster_queue_is_immutable(cluster, applied_tree):
+    queues = [o for _, o in applied_tree if o["kind"] == "LocalQueue"]
+    assert queues, "the rendered tree has no LocalQueue"
+    for lq in queues:
+        changed = copy.deepcopy(lq)
+        changed["spec"]["clusterQueue"] = lq["spec"]["clusterQueue"] + "-other"
+        r = cluster.apply(changed, dry_run=True)
+        assert r.status_code == 422, f"changing {lq['metadata']['name']}.spec.clusterQueue: {r.status_code}"
+        assert "field is immutable" in message(r), message(r)
+
+
+def test_broken_object_is_rejected(cluster, broken_file):
+    """Every object in broken/ must be refused, with the message its `# expect:` lines name."""
+    expected = header(broken_file, "expect")
+    assert expected, f"{broken_file.name} has no '# expect:' line"
+    r = cluster.apply(load_one(broken_file), dry_run=True)
+    assert not r.ok, f"{broken_file.name} was accepted"
+    for text in expected:
+        assert text in message(r), f"{broken_file.name}: {text!r} not in server message: {message(r)}"

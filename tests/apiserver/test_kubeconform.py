@@ -1,0 +1,54 @@
+"""kubeconform tier: the rendered tree against strict schemas from the pinned sources
+(tools/kubeconform.sh), and the broken corpus's kubeconform column in README.md."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulation.upstream import TOOLS, bootstrap_dir, header, rel, rendered_dir, tool_bin, unavailable
+
+pytestmark = pytest.mark.tools  # needs binaries from `make tools`
+
+
+def kubeconform(*targets):
+    if not os.access(tool_bin("kubeconform", "KUBECONFORM_VERSION"), os.X_OK):
+        unavailable("kubeconform is not built: run `make tools` (tools/build.sh kubeconform)")
+    env = {**os.environ, "PYTHON": sys.executable}  # schemas.py needs PyYAML from this env
+    return subprocess.run([str(TOOLS / "kubeconform.sh"), *map(str, targets)],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_rendered_tree_is_valid(tree_present):
+    targets = [rendered_dir()] + ([bootstrap_dir()] if bootstrap_dir().is_dir() else [])
+    r = kubeconform(*targets)
+    summary = re.search(r"Summary: (\d+) resources? found .* Invalid: (\d+), Errors: (\d+), Skipped: (\d+)",
+                        r.stdout)
+    assert summary, f"no kubeconform summary:\n{r.stdout}\n{r.stderr}"
+    found, invalid, errors, skipped = map(int, summary.groups())
+    kustomizations = len(re.findall(r" Kustomization skipped$", r.stdout, re.M))
+    assert found > 0
+    assert (invalid, errors) == (0, 0), r.stdout
+    assert skipped == kustomizations, f"skipped resources other than Kustomization:\n{r.stdout}"
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+
+
+@pytest.fixture(scope="module")
+def broken_verdicts():
+    r = kubeconform(Path(__file__).resolve().parent / "broken")
+    verdicts = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"(\S+\.yaml) - .* is (valid|invalid)", line)
+        if m:
+            verdicts[os.path.basename(m.group(1))] = "catches" if m.group(2) == "invalid" else "misses"
+    return verdicts
+
+
+def test_broken_corpus_kubeconform_column(broken_file, broken_verdicts):
+    """The `# kubeconform:` line of each broken object (and README's table) is what kubeconform does."""
+    declared = header(broken_file, "kubeconform")
+    assert declared in (["catches"], ["misses"]), f"{rel(broken_file)}: needs '# kubeconform: catches|misses'"
+    assert broken_verdicts.get(broken_file.name) == declared[0], \
+        f"{broken_file.name}: kubeconform {broken_verdicts.get(broken_file.name)}, file says {declared[0]}"

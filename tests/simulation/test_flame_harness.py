@@ -1,0 +1,128 @@
+"""The simulated FLAME's harness itself: processes never outlive it, a component that fails is named with its
+log, and the pod runtime changes only the listeners of what the charts run (pods.py)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+from simulation.processes import ComponentFailed, Processes, leftover_processes, wait_ready  # noqa: E402
+from simulation import upstream as vs  # noqa: E402
+
+
+def test_a_component_that_fails_to_start_is_named_with_its_log(tmp_path):
+    procs = Processes()
+    try:
+        p = procs.start("kueue", ["sh", "-c", "echo 'flag provided but not defined: -bogus'; exit 2"],
+                        tmp_path / "logs" / "kueue.log")
+        with pytest.raises(ComponentFailed) as failed:
+            wait_ready(p, lambda: False, 30, "kueue /readyz")
+    finally:
+        procs.stop()
+    msg = str(failed.value)
+    assert msg.startswith("kueue exited with code 2")
+    assert str(tmp_path / "logs" / "kueue.log") in msg and "flag provided but not defined" in msg
+
+
+def test_stop_ends_every_process_even_one_ignoring_sigterm(tmp_path):
+    procs = Processes()
+    procs.start("polite", ["sleep", "300"], tmp_path / "a.log")
+    procs.start("stubborn", ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"], tmp_path / "b.log")
+    pids = procs.pids()
+    time.sleep(0.3)
+    started = time.monotonic()
+    procs.stop(grace=2)
+    assert leftover_processes(pids) == []
+    assert 2 <= time.monotonic() - started < 10, "SIGKILL once the grace period is over, not before"
+
+
+def test_processes_die_with_the_python_process_that_started_them(tmp_path):
+    """Even a SIGKILLed test run leaves nothing behind (PR_SET_PDEATHSIG)."""
+    script = textwrap.dedent(f"""
+        import time
+        from simulation.processes import Processes
+        p = Processes().start("sleeper", ["sleep", "300"], {str(tmp_path / 'sleep.log')!r})
+        print(p.popen.pid, flush=True)
+        time.sleep(300)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    child = int(parent.stdout.readline())
+    assert leftover_processes([child]) == [child]
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while leftover_processes([child]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftover_processes([child]) == []
+
+
+# ---------------------------------------------------------------- the pod runtime's one change, on the real charts
+
+def test_listeners_on_all_interfaces_bind_the_pod_ip_and_nothing_else_changes():
+    from simulation.pods import _listeners
+    ip = "127.101.0.7"
+    assert _listeners("--metrics-bind-address=:8443", ip) == f"--metrics-bind-address={ip}:8443"
+    assert _listeners("--health-probe-bind-address=0.0.0.0:8081", ip) == f"--health-probe-bind-address={ip}:8081"
+    assert _listeners("[::]:9443", ip) == f"{ip}:9443"
+    for unchanged in ("--serverIP=10.0.0.1:443", "https://kyverno-svc.kyverno.svc:443/validate", "127.0.0.1:6060",
+                      "--webhookTimeout=10", "--loggingFormat=text", "localhost:8080"):
+        assert _listeners(unchanged, ip) == unchanged
+
+
+@pytest.fixture(scope="module")
+def chart_configurations():
+    """The controller-runtime Configuration files of the committed component Applications, as helm renders them
+    for Argo CD."""
+    from simulation.components import chart_objects, component_applications
+    helm = vs.tool_bin("helm", "HELM_VERSION")
+    if not os.access(helm, os.X_OK):
+        vs.unavailable(f"{helm} is missing: run `bash tools/build.sh helm`")
+    out = {}
+    for app in component_applications(vs.bootstrap_dir()):
+        for o in chart_objects(app):
+            if o.get("kind") != "ConfigMap":
+                continue
+            for key, text in (o.get("data") or {}).items():
+                try:
+                    doc = yaml.safe_load(text)
+                except yaml.YAMLError:
+                    continue
+                if isinstance(doc, dict) and doc.get("kind") == "Configuration":
+                    out[f"{o['metadata']['name']}/{key}"] = doc
+    if not out:
+        vs.unavailable(f"no component Applications under {vs.bootstrap_dir()}")
+    return out
+
+
+def test_configurations_change_only_their_listeners(chart_configurations):
+    """Kueue's, Trainer's and JobSet's Configuration as the pod runtime writes them: the webhook, probe and metrics
+    listeners on the pod's IP with their ports; every other field (certificates and cert management included) as
+    the chart has it."""
+    import copy
+    from simulation.pods import _localize_configuration
+    ip = "127.101.0.9"
+    assert len(chart_configurations) >= 3, sorted(chart_configurations)
+    for name, doc in chart_configurations.items():
+        local = _localize_configuration(copy.deepcopy(doc), ip, {"health": 8081, "metrics": 8443})
+        assert local["webhook"]["host"] == ip, name
+        for section, key in (("health", "healthProbeBindAddress"), ("metrics", "bindAddress")):
+            # Written out where the chart leaves it to the default (all interfaces, which pods would share).
+            port = str(doc[section][key]).rsplit(":", 1)[1] if key in (doc.get(section) or {}) else \
+                {"health": "8081", "metrics": "8443"}[section]
+            assert local[section][key] == f"{ip}:{port}", (name, local[section])
+        strip = lambda d: {k: v for k, v in d.items() if k not in ("webhook", "health", "metrics")}  # noqa: E731
+        assert strip(local) == strip(doc), name
+        for section in ("health", "metrics"):
+            keep = lambda d: {k: v for k, v in (d.get(section) or {}).items()  # noqa: E731
+                              if k not in ("healthProbeBindAddress", "bindAddress")}
+            assert keep(local) == keep(doc), (name, section)
+        assert {k: v for k, v in local["webhook"].items() if k != "host"} == \
+            {k: v for k, v in (doc.get("webhook") or {}).items() if k != "host"}, name

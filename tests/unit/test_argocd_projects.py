@@ -1,0 +1,231 @@
+"""Every Argo CD Application in bootstrap/, and every object its source makes Argo CD apply (the charts' output
+included), stays inside its AppProject, as Argo CD v3.6 itself decides: tests/argocd/projectcheck (Go) calls the
+pinned argo-cd module's AppProject methods the way its controller does (IsSourcePermitted, IsDestinationPermitted,
+IsGroupKindNamePermitted) and prints Argo CD's own messages. tests/argocd/projects.py gathers the input.
+
+A violation here is what Argo CD would show as an InvalidSpecError condition on the Application, or a failed sync
+("resource G:K is not permitted in project P", "namespace N is not permitted in project 'P'").
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.argocd import projects as P
+
+IN_CLUSTER = "https://kubernetes.default.svc"
+
+
+@pytest.fixture(scope="session")
+def checker(tmp_path_factory):
+    return P.checker_binary(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def bootstrap():
+    """(AppProjects, Applications) of the rendered bootstrap/ tree."""
+    return P.bootstrap_argo_objects()
+
+
+@pytest.mark.tools  # helm renders the component charts (components.chart_objects, cached)
+def test_every_application_and_every_object_it_applies_is_inside_its_project(checker, bootstrap):
+    projects, apps = bootstrap
+    assert projects and apps
+    entries = P.checker_entries([(app, P.application_manifests(app)) for app in apps])
+    counted = ", ".join(f"{e['application']['metadata']['name']} {len(e['objects'])}" for e in entries)
+    print(f"\nchecked {len(apps)} Applications against {len(projects)} AppProjects; objects: {counted}")
+    violations = P.run_checker(checker, projects, entries)
+    print("\n".join(violations) or "no violations")
+    assert not violations, "outside their AppProjects (Argo CD would refuse these):\n" + "\n".join(violations)
+
+
+# ---------------------------------------------------------------- the checker can fail
+
+def named(apps, name):
+    (app,) = [a for a in apps if a["metadata"]["name"] == name]
+    return app
+
+
+def project_of(projects, app):
+    (proj,) = [p for p in projects if p["metadata"]["name"] == app["spec"]["project"]]
+    return proj
+
+
+def api_version(group):
+    return f"{group}/v1" if group else "v1"
+
+
+def allowed_manifests(project):
+    """One object of every kind the project allows, namespaced ones without a namespace (Argo CD gives them the
+    destination's): inside the project whenever the Application is."""
+    spec = project["spec"]
+    return ([P.Manifest(api_version(k["group"]), k["kind"], f"allowed-{k['kind'].lower()}", "")
+             for k in spec.get("namespaceResourceWhitelist") or []]
+            + [P.Manifest(api_version(k["group"]), k["kind"], f"allowed-{k['kind'].lower()}", "")
+               for k in spec.get("clusterResourceWhitelist") or []])
+
+
+def whitelisted(project, key, group, kind):
+    return any((k["group"], k["kind"]) == (group, kind) for k in project["spec"].get(key) or [])
+
+
+def named_namespaces_only(project):
+    return all(d.get("namespace") and not set(d["namespace"]) & set("*?[!{") for d in project["spec"]["destinations"])
+
+
+@pytest.fixture(scope="session")
+def variants(checker, bootstrap):
+    """check(changes): the checker's lines that `changes` adds to a clean baseline. The baseline: every
+    Application of bootstrap/ with one object of each kind its project allows; `changes(apps, objects)` edits
+    copies (objects: {application name: [Manifest]}). The baseline's own lines (today: destinations the render
+    gets wrong, test above) are subtracted, so each variant shows exactly what it adds."""
+    projects, apps = bootstrap
+
+    def run(apps, objects):
+        entries = P.checker_entries([(a, objects[a["metadata"]["name"]]) for a in apps])
+        return P.run_checker(checker, projects, entries)
+
+    base_objects = {a["metadata"]["name"]: allowed_manifests(project_of(projects, a)) for a in apps}
+    baseline = set(run(apps, base_objects))
+
+    def check(changes):
+        apps_copy, objects_copy = copy.deepcopy(apps), copy.deepcopy(base_objects)
+        changes(apps_copy, objects_copy)
+        lines = run(apps_copy, objects_copy)
+        return sorted(set(lines) - baseline)
+
+    return projects, apps, check
+
+
+def component_apps(apps):
+    return [a for a in apps if P.COMPONENT_LABEL in a["metadata"].get("labels", {})]
+
+
+def test_a_missing_destination_namespace_is_refused(variants):
+    projects, apps, check = variants
+    app = next(a for a in component_apps(apps) if named_namespaces_only(project_of(projects, a)))
+    name, project = app["metadata"]["name"], app["spec"]["project"]
+
+    def drop(apps, objects):
+        del named(apps, name)["spec"]["destination"]["namespace"]
+    added = check(drop)
+    print("\n".join(added))
+    assert f"{name}: application destination server '{IN_CLUSTER}' and namespace '' do not match any of the " \
+           f"allowed destinations in project '{project}'" in added
+    # Argo CD gives a namespaced object without a namespace the destination's: now none.
+    kind = project_of(projects, app)["spec"]["namespaceResourceWhitelist"][0]["kind"]
+    assert f"{name}: {kind} /allowed-{kind.lower()}: namespace  is not permitted in project '{project}'" in added
+
+
+def test_an_object_in_kube_system_is_refused(variants):
+    projects, apps, check = variants
+    app = next(a for a in component_apps(apps)
+               if not any(d["namespace"] == "kube-system" for d in project_of(projects, a)["spec"]["destinations"]))
+    name, project = app["metadata"]["name"], app["spec"]["project"]
+    kind = project_of(projects, app)["spec"]["namespaceResourceWhitelist"][0]
+
+    def add(apps, objects):
+        objects[name].append(P.Manifest(api_version(kind["group"]), kind["kind"], "intruder", "kube-system"))
+    added = check(add)
+    print("\n".join(added))
+    assert added == [f"{name}: {kind['kind']} kube-system/intruder: namespace kube-system is not permitted in "
+                     f"project '{project}'"]
+
+
+def test_kinds_the_project_does_not_allow_are_refused(variants):
+    projects, apps, check = variants
+    app = next(a for a in component_apps(apps)
+               if not whitelisted(project_of(projects, a), "namespaceResourceWhitelist", "", "PersistentVolumeClaim"))
+    name, project, namespace = app["metadata"]["name"], app["spec"]["project"], app["spec"]["destination"]["namespace"]
+    assert not whitelisted(project_of(projects, app), "clusterResourceWhitelist", "", "PersistentVolume")
+
+    def add(apps, objects):
+        objects[name] += [P.Manifest("v1", "PersistentVolumeClaim", "claim", ""),
+                          P.Manifest("v1", "PersistentVolume", "volume", "")]
+    added = check(add)
+    print("\n".join(added))
+    assert added == [
+        f"{name}: PersistentVolume volume: resource :PersistentVolume is not permitted in project {project}",
+        f"{name}: PersistentVolumeClaim {namespace}/claim: resource :PersistentVolumeClaim is not permitted in "
+        f"project {project}"]
+
+
+def test_a_cluster_scoped_object_is_judged_as_one_even_with_a_namespace(variants):
+    """The scope comes from the API (OpenAPI spec, CRDs), not from metadata.namespace: Argo CD drops the namespace
+    of a cluster-scoped object and checks it against the cluster-wide lists (a ClusterRole said to be in
+    kube-system is still a ClusterRole)."""
+    projects, apps, check = variants
+    app = next(a for a in component_apps(apps)
+               if whitelisted(project_of(projects, a), "clusterResourceWhitelist", "rbac.authorization.k8s.io",
+                              "ClusterRole"))
+    name = app["metadata"]["name"]
+
+    def add(apps, objects):
+        objects[name].append(P.Manifest("rbac.authorization.k8s.io/v1", "ClusterRole", "reader", "kube-system"))
+    assert check(add) == []
+
+
+def test_a_source_outside_the_project_is_refused(variants):
+    projects, apps, check = variants
+    directory_app = next(a for a in apps if a["spec"]["source"].get("path") == "rendered")
+    chart_app = component_apps(apps)[0]
+    fork, registry = "https://github.com/someone-else/flame-gitops.git", "registry.example.com/charts"
+
+    def change(apps, objects):
+        named(apps, directory_app["metadata"]["name"])["spec"]["source"]["repoURL"] = fork
+        named(apps, chart_app["metadata"]["name"])["spec"]["source"]["repoURL"] = registry
+    added = check(change)
+    print("\n".join(added))
+    assert added == sorted([
+        f"{directory_app['metadata']['name']}: application repo {fork} is not permitted in project "
+        f"'{directory_app['spec']['project']}'",
+        f"{chart_app['metadata']['name']}: application repo {registry} is not permitted in project "
+        f"'{chart_app['spec']['project']}'"])
+
+
+def test_a_missing_project_and_a_destination_by_name_are_reported(variants):
+    projects, apps, check = variants
+    first, second = component_apps(apps)[:2]
+
+    def change(apps, objects):
+        named(apps, first["metadata"]["name"])["spec"]["project"] = "no-such-project"
+        named(apps, second["metadata"]["name"])["spec"]["destination"] = {"name": "in-cluster", "namespace": "x"}
+    added = check(change)
+    print("\n".join(added))
+    assert f"{first['metadata']['name']}: Application referencing project no-such-project which does not exist" in added
+    assert f"{second['metadata']['name']}: destination server '' name 'in-cluster': only a destination by server is " \
+           "checked here (a cluster name is resolved from Argo CD's cluster secrets); its objects are not checked" \
+           in added
+
+
+def test_a_kind_of_unknown_scope_fails_naming_it(bootstrap):
+    _, apps = bootstrap
+    with pytest.raises(AssertionError, match=r"example\.com/v1 Frobnicator team-a/frob"):
+        P.checker_entries([(apps[0], [P.Manifest("example.com/v1", "Frobnicator", "frob", "team-a")])])
+
+
+def test_scopes_come_from_the_pinned_api():
+    """A few facts the checker's verdicts rest on, read from the pinned OpenAPI spec and CRDs."""
+    known = P.scopes([])
+    assert known[("", "Namespace")] is False and known[("", "Secret")] is True
+    assert known[("rbac.authorization.k8s.io", "ClusterRole")] is False
+    assert known[("rbac.authorization.k8s.io", "RoleBinding")] is True
+    assert known[("kueue.x-k8s.io", "ClusterQueue")] is False and known[("kueue.x-k8s.io", "LocalQueue")] is True
+    assert known[("argoproj.io", "Application")] is True
+
+
+@pytest.mark.parametrize("annotations, applied", [
+    ({}, True),
+    ({"helm.sh/hook": "crd-install"}, True),
+    ({"helm.sh/hook": "post-upgrade"}, True),
+    ({"helm.sh/hook": "pre-install,pre-upgrade"}, True),
+    ({"helm.sh/hook": "pre-delete"}, True),  # created when the Application is deleted, after the same check
+    ({"helm.sh/hook": "test"}, False),
+    ({"helm.sh/hook": "pre-rollback"}, False),
+    ({"argocd.argoproj.io/hook": "Skip"}, False),
+    ({"argocd.argoproj.io/hook": "PostSync", "helm.sh/hook": "test"}, True),
+    ({"argocd.argoproj.io/hook": "PostDelete"}, True),
+])
+def test_which_hooks_argo_cd_applies(annotations, applied):
+    assert P.applied_by_argo({"metadata": {"annotations": annotations}}) is applied

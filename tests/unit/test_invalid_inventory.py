@@ -1,0 +1,216 @@
+"""Table-driven corpus of broken inventories (in the spirit of Kueue's API validation tests).
+
+Each case edits the real gpu_classes.yaml, runs the CLI against an already rendered output directory, and
+expects: exit code 2, a `PATH:LINE:COL: field: reason` line at the right line naming the right field, and
+the output directory byte-for-byte and mtime-for-mtime untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pytest
+from click.testing import CliRunner
+from tests.support import INVENTORY, snapshot
+
+from generator.cli import main
+
+VALID = INVENTORY.read_text(encoding="utf-8")
+
+
+@dataclass
+class Case:
+    name: str
+    edits: list[tuple[str, str]]  # (old, new) replaced once each, in order; old="" replaces the whole file
+    at: str  # the error's line is the line of this text in the edited file...
+    field: str  # ...and names this field (substring of the field path)
+    reason: str  # regex searched in the reason
+    occurrence: int = 1  # ...at its n-th occurrence
+    extra: dict = field(default_factory=dict)
+
+
+GH200_IMAGE = "image: ghcr.io/urcf/pytorch:2.9.1-cuda12.9"
+VISION_GPUS = "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n  nlp-lab:"
+
+CASES = [
+    Case("component-off-without-existing-installation",
+         [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: false, namespace: kueue-system")],
+         "kueue: {install: false", "cluster.components.kueue.install", r"no existing installation is declared"),
+    Case("component-installed-and-existing",
+         [("    jobset: {install: true, namespace", "    jobset: {install: true, existing: true, namespace")],
+         "jobset: {install: true, existing", "cluster.components.jobset.existing", r"second one"),
+    Case("yaml-syntax-error", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch: 2.9.1")], "image:", "(document)",
+         r"YAML: mapping values are not allowed"),
+    Case("tab-indentation", [("    arch: arm64", "\tarch: arm64")], "\tarch", "(document)", r"YAML: found a tab character"),
+    Case("duplicate-key", [("    arch: arm64\n", "    arch: arm64\n    arch: amd64\n")], "arch: amd64", "(document)",
+         r"duplicate key 'arch' \(first at line \d+"),
+    Case("empty-file", [("", "")], "", "(document)", r"empty"),
+    Case("comments-only", [("", "# nothing here\n")], "", "(document)", r"empty"),
+    Case("list-instead-of-mapping", [("", "- cluster\n- classes\n")], "", "(document)", r"expected a mapping.*list"),
+    Case("unknown-top-level-field", [("\ngroups:\n", "\ngrups:\n")], "grups:", "grups", r"unknown field"),
+    Case("unknown-class-field", [("    numNodes: 1", "    numNode: 1")], "numNode:", "classes.gh200.numNode",
+         r"unknown field"),
+    Case("unknown-allocation-field", [("        memory: 240G\n", "        memory: 240G\n        borrow: 1\n")],
+         "borrow:", "groups.vision-lab.allocations.gh200.borrow", r"unknown field"),
+    Case("missing-required-field", [(f"    {GH200_IMAGE}\n", "")], "  gh200:", "classes.gh200.image",
+         r"Field required"),
+    Case("wrong-type-int", [("    nodes: 2", "    nodes: two")], "nodes: two", "classes.gh200.nodes",
+         r"valid integer"),
+    Case("wrong-type-list", [("namespaces: [vision-lab]", "namespaces: vision-lab")], "namespaces: vision-lab",
+         "groups.vision-lab.namespaces", r"valid list"),
+    Case("octal-looking-revision", [("targetRevision: main", "targetRevision: 0777")], "targetRevision",
+         "cluster.gitops.targetRevision", r"valid string"),
+    Case("label-value-yes", [("nvidia.com/gpu.product: NVIDIA-GH200-480GB", "nvidia.com/gpu.product: yes")],
+         "gpu.product: yes", "classes.gh200.nodeSelector.nvidia.com/gpu.product", r"boolean; quote it"),
+    Case("quantity-on", [("    cpu: 36", "    cpu: on")], "cpu: on", "groups.vision-lab.allocations.gh200.cpu",
+         r"boolean"),
+    Case("bad-dns-class-name", [("\n  gh200:\n    description", "\n  GH200:\n    description")], "  GH200:",
+         "classes.GH200", r"should match pattern"),
+    Case("bad-dns-namespace", [("namespaces: [vision-lab]", "namespaces: [Vision_Lab]")], "Vision_Lab",
+         "groups.vision-lab.namespaces[0]", r"should match pattern"),
+    Case("runtime-name-too-long", [("\n  gh200:\n    description", "\n  " + "g" * 60 + ":\n    description")],
+         "g" * 60, "classes." + "g" * 60, r"longer than 63"),
+    Case("unknown-class-in-allocation", [("    allocations:\n      gh200:", "    allocations:\n      h100:")],
+         "h100:", "groups.vision-lab.allocations.h100", r"unknown class 'h100'"),
+    Case("oversubscribed-gpus", [(VISION_GPUS, VISION_GPUS.replace("gpus: 1", "gpus: 2"))], "        gpus: 1",
+         "groups.nlp-lab.allocations.gh200.gpus", r"gpus oversubscribed: groups are allocated 3 .* = 2"),
+    Case("oversubscribed-memory", [("        memory: 240G", "        memory: 800G")], "        memory: 240G",
+         "groups.nlp-lab.allocations.gh200.memory", r"memory oversubscribed: .*1040G.*960G"),
+    Case("duplicate-namespace", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, vision-lab]")], "[nlp-lab, vision-lab]",
+         "groups.nlp-lab.namespaces[1]", r"already belongs to group 'vision-lab'"),
+    Case("image-latest", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch:latest")], "pytorch:latest",
+         "classes.gh200.image", r":latest"),
+    Case("image-untagged", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch")], "image: ghcr.io/urcf/pytorch",
+         "classes.gh200.image", r"no tag"),
+    Case("image-malformed", [(GH200_IMAGE, "image: ghcr.io/URCF/PyTorch:2.9")], "PyTorch", "classes.gh200.image",
+         r"not a well-formed image reference"),
+    Case("class-without-shared-label-key",
+         [("nvidia.com/gpu.product: NVIDIA-GH200-480GB", "kubernetes.io/arch: arm64")], "    nodeSelector:",
+         "classes.gh200.nodeSelector", r"must set the cluster's GPU class label"),
+    Case("bad-arch", [("arch: arm64", "arch: aarch64")], "arch: aarch64", "classes.gh200.arch", r"'arm64' or 'amd64'"),
+    Case("negative-gpus", [("        gpus: 1", "        gpus: -1")], "gpus: -1",
+         "groups.vision-lab.allocations.gh200.gpus", r"greater than or equal to 0"),
+    Case("zero-nodes", [("    nodes: 2", "    nodes: 0")], "nodes: 0", "classes.gh200.nodes", r"greater than or equal to 1"),
+    Case("malformed-quantity", [("        memory: 240G", "        memory: 240 GB")], "240 GB",
+         "groups.vision-lab.allocations.gh200.memory", r"not a Kubernetes quantity"),
+    Case("cache-not-under-personal", [("HF_HOME: /personal/.cache/huggingface", "HF_HOME: /tmp/hf")], "HF_HOME",
+         "cluster.cacheEnv.HF_HOME", r"not under the home mount /personal"),
+    Case("cache-variable-missing", [("    TRITON_CACHE_DIR: /personal/.cache/triton\n", "")], "  cacheEnv:",
+         "cluster.cacheEnv", r"TRITON_CACHE_DIR is missing"),
+    Case("borrowing-limit-without-cohort",
+         [("    namespaces: [vision-lab]\n    cohort: flame\n", "    namespaces: [vision-lab]\n"),
+          ("        memory: 240G\n", "        memory: 240G\n        borrowingLimit: {gpus: 1}\n")],
+         "borrowingLimit", "groups.vision-lab.allocations.gh200.borrowingLimit", r"needs the group to have a cohort"),
+    Case("lending-more-than-nominal", [("        memory: 240G\n", "        memory: 240G\n        lendingLimit: {gpus: 2}\n")],
+         "lendingLimit", "groups.vision-lab.allocations.gh200.lendingLimit.gpus", r"more than the nominal"),
+    Case("default-nodes-exceed-class", [("    numNodes: 1", "    numNodes: 3")], "numNodes: 3",
+         "classes.gh200.numNodes", r"exceeds the class's 2 nodes"),
+    # Research groups' access and namespaces (issue 11).
+    Case("identity-in-two-groups", [("        - oidc:nlp-lab\n", "        - oidc:vision-lab\n")], "- oidc:vision-lab",
+         "groups.nlp-lab.identities.groups[0]", r"'oidc:vision-lab' already belongs to group 'vision-lab'",
+         occurrence=2),
+    Case("user-in-two-groups",
+         [("        - oidc:vision-lab\n", "        - oidc:vision-lab\n      users: [alice@example.org]\n"),
+          ("        - oidc:nlp-lab\n", "        - oidc:nlp-lab\n      users: [bob@example.org, alice@example.org]\n")],
+         "alice@example.org", "groups.nlp-lab.identities.users[1]", r"user 'alice@example.org' already belongs to group 'vision-lab'",
+         occurrence=2),
+    Case("identity-listed-twice", [("        - oidc:nlp-lab\n", "        - oidc:nlp-lab\n        - oidc:nlp-lab\n")],
+         "- oidc:nlp-lab", "groups.nlp-lab.identities.groups[1]", r"listed twice", occurrence=2),
+    Case("kubernetes-identity-as-member", [("        - oidc:vision-lab\n", "        - system:authenticated\n")],
+         "system:authenticated", "groups.vision-lab.identities.groups[0]", r"Kubernetes' own identities"),
+    Case("research-namespace-kube-system", [("namespaces: [vision-lab]", "namespaces: [kube-system]")], "kube-system",
+         "groups.vision-lab.namespaces[0]", r"'kube-system' belongs to the platform"),
+    Case("research-namespace-kube-prefix", [("namespaces: [vision-lab]", "namespaces: [kube-vision]")], "kube-vision",
+         "groups.vision-lab.namespaces[0]", r"kube- prefix is reserved"),
+    Case("research-namespace-of-kueue", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, kueue-system]")], "nlp-lab, kueue-system]",
+         "groups.nlp-lab.namespaces[1]", r"'kueue-system' belongs to the platform"),
+    Case("research-namespace-of-argo-cd", [("namespaces: [vision-lab]", "namespaces: [argocd]")], "[argocd]",
+         "groups.vision-lab.namespaces[0]", r"'argocd' belongs to the platform"),
+    # reserved_namespaces follows the inventory: Kueue moved into a namespace a group also lists.
+    Case("research-namespace-of-a-moved-component",
+         [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: true, namespace: nlp-lab-teaching")],
+         "nlp-lab-teaching]", "groups.nlp-lab.namespaces[1]", r"'nlp-lab-teaching' belongs to the platform"),
+]
+
+
+def edited(case: Case) -> str:
+    text = VALID
+    for old, new in case.edits:
+        if old == "":
+            text = new
+            continue
+        assert old in text, f"{case.name}: the inventory no longer contains {old!r}; update the case"
+        text = text.replace(old, new, 1)
+    return text
+
+
+def expected_line(text: str, case: Case) -> int:
+    if not case.at:
+        return 1
+    position = -1
+    for _ in range(case.occurrence):
+        position = text.index(case.at, position + 1)
+    return text[:position].count("\n") + 1
+
+
+@pytest.fixture()
+def rendered_workspace(tmp_path):
+    """A directory holding a good inventory's render, as a repository would."""
+    inventory = tmp_path / "gpu_classes.yaml"
+    inventory.write_text(VALID, encoding="utf-8")
+    args = ["render", "--inventory", str(inventory), "--out", str(tmp_path / "rendered"),
+            "--bootstrap-out", str(tmp_path / "bootstrap"), "--docs-out", str(tmp_path / "docs" / "runtimes.md")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return tmp_path, inventory, args
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_invalid_inventory_exits_2_names_the_line_and_writes_nothing(case, rendered_workspace):
+    root, inventory, args = rendered_workspace
+    text = edited(case)
+    inventory.write_text(text, encoding="utf-8")
+    before = snapshot(root / "rendered"), snapshot(root / "bootstrap")
+
+    result = CliRunner().invoke(main, args)
+
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    line = expected_line(text, case)
+    pattern = re.compile(rf"^{re.escape(str(inventory))}:(\d+):(\d+): (\S+): (.*)$")
+    problems = [m.groups() for m in map(pattern.match, lines) if m]
+    assert problems, result.stderr
+    matching = [p for p in problems if int(p[0]) == line and case.field in p[2] and re.search(case.reason, p[3])]
+    assert matching, f"expected line {line}, field {case.field!r}, reason /{case.reason}/ in:\n{result.stderr}"
+    assert lines[-1].endswith("nothing written.")
+    assert (snapshot(root / "rendered"), snapshot(root / "bootstrap")) == before
+
+
+def test_check_mode_also_exits_2_on_an_invalid_inventory(rendered_workspace):
+    _, inventory, args = rendered_workspace
+    inventory.write_text(VALID.replace("    nodes: 2", "    nodes: two"), encoding="utf-8")
+    result = CliRunner().invoke(main, [*args, "--check"])
+    assert result.exit_code == 2
+
+
+def test_missing_inventory_file_exits_2(tmp_path):
+    result = CliRunner().invoke(main, ["render", "--inventory", str(tmp_path / "nope.yaml"), "--out",
+                                       str(tmp_path / "out"), "--bootstrap-out", str(tmp_path / "boot")])
+    assert result.exit_code == 2
+    assert "nope.yaml:1:1: (file): cannot read" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_error_is_reported_not_just_the_first(rendered_workspace):
+    _, inventory, args = rendered_workspace
+    text = VALID.replace("    nodes: 2", "    nodes: two").replace("arch: arm64", "arch: sparc")
+    inventory.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, args)
+    assert "classes.gh200.nodes" in result.stderr and "classes.gh200.arch" in result.stderr
+    assert "2 problem(s)" in result.stderr
