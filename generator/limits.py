@@ -33,19 +33,30 @@ MAX_PATH_BYTES = 4096
 # its size in memory would break the render's 500 MB bound before the file system's limits.
 MAX_OBJECTS = 40_000
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# Kubernetes' name syntax (apimachinery's validation), as patterns for the inventory schema and as checks here.
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_DNS_LABEL = re.compile(DNS1123_LABEL)
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN)
 # Below this YAML size the compact JSON cannot reach MAX_OBJECT_BYTES (JSON is at most ~2x block YAML).
 _JSON_CHECK_FROM = MAX_OBJECT_BYTES // 3
 
 
-def _label_key_problem(key: str) -> str | None:
+def label_key_problem(key: str) -> str | None:
+    """What is wrong with a label key ([prefix/]name), or None."""
     prefix, _, name = key.rpartition("/")
     if prefix and (len(prefix) > MAX_NAME or not _SUBDOMAIN.fullmatch(prefix)):
         return f"label key {key!r}: the prefix must be a DNS subdomain of at most {MAX_NAME} characters"
     if len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         return f"label key {key!r}: the name must be at most 63 alphanumerics, '-', '_' or '.'"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """What is wrong with a label value (empty is allowed), or None."""
+    if value and (len(value) > MAX_LABEL_VALUE or not _LABEL_NAME.fullmatch(value)):
+        return f"a label value is at most {MAX_LABEL_VALUE} alphanumerics, '-', '_' or '.'"
     return None
 
 
@@ -69,10 +80,9 @@ def object_problems(obj: dict[str, Any], path: str, manifest: bytes) -> list[str
     if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace)):
         problems.append(f"namespace {namespace[:80]!r} is not a DNS label of at most 63 characters")
     for key, value in meta.get("labels", {}).items():
-        problem = _label_key_problem(key)
-        if problem is None and value and (len(value) > MAX_LABEL_VALUE or not _LABEL_NAME.fullmatch(value)):
-            problem = (f"label {key}={value[:80]!r}: a label value is at most {MAX_LABEL_VALUE} alphanumerics, "
-                       "'-', '_' or '.'")
+        problem = label_key_problem(key)
+        if problem is None and label_value_problem(value):
+            problem = f"label {key}={value[:80]!r}: {label_value_problem(value)}"
         if problem:
             problems.append(problem)
     annotations = meta.get("annotations", {})

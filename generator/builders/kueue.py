@@ -13,8 +13,8 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts
 from generator.kinds import KUEUE, KUEUE_CONFIG
-from generator.inventory.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, allocated_pods, flavor_name,
-                              research_namespaces)
+from generator.inventory.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, NAMESPACE_NAME_LABEL, allocated_pods,
+                                        flavor_name, research_namespaces)
 
 API_VERSION = KUEUE.api_version
 DEFAULT_LOCAL_QUEUE = "default"
@@ -61,7 +61,7 @@ def cluster_queue(inventory: Inventory, group_name: str, group: Group) -> dict[s
         spec["cohortName"] = group.cohort
     # Explicit: a null selector admits no namespace, {} admits all.
     spec["namespaceSelector"] = {"matchExpressions": [{
-        "key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(group.namespaces),
+        "key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(group.namespaces),
     }]}
     spec["resourceGroups"] = [{"coveredResources": list(COVERED_RESOURCES), "flavors": flavors}]
     # Server-side defaults (Kueue v1beta2 CRD), written out so Argo CD sees no drift.
@@ -135,7 +135,7 @@ def manager_configuration(inventory: Inventory) -> dict[str, Any]:
         # without a queue where no `default` LocalQueue exists, is not Kueue's business.
         "manageJobsWithoutQueueName": False,
         "managedJobsNamespaceSelector": {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": research_namespaces(inventory)}]},
+            {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": research_namespaces(inventory)}]},
         # A job whose pods cannot start (image pull, missing claim) gives its quota back after the timeout and is
         # requeued with backoff, instead of holding GPUs it does not use.
         "waitForPodsReady": {

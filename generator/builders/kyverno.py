@@ -45,7 +45,8 @@ from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory.models import Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
-from generator.inventory.naming import GPU_RESOURCE, controller_identities, research_namespaces, runtime_name
+from generator.inventory.naming import (GPU_RESOURCE, NAMESPACE_NAME_LABEL, controller_identities, research_namespaces,
+                                        runtime_name)
 
 API_VERSION = KYVERNO.api_version
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -53,7 +54,6 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # the string is user-settable, so the exemption itself is by request.userInfo.username alone.
 KUEUE_MANAGER = "kueue.x-k8s.io/manager"
 PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations", "nodeName", "schedulingGates")
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server, cannot be forged
 # What the NVIDIA container toolkit reads to pick devices: with the device plugin's default envvar strategy,
 # NVIDIA_VISIBLE_DEVICES=all in a container's environment exposes every GPU of the node.
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"

@@ -14,11 +14,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from generator.components import COMPONENTS
 from generator.inventory.quantity import parse_quantity
+from generator.limits import DNS1123_LABEL, DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
 
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN)
 # [registry[:port]/]path[:tag][@digest] — the reference grammar of the distribution project, simplified.
 _IMAGE = re.compile(
     r"^(?P<name>(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -29,17 +26,16 @@ _IMAGE = re.compile(
 
 
 def _label_key(key: str) -> str:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
-        raise ValueError(f"label key {key!r}: prefix must be a DNS subdomain")
-    if len(name) > 63 or not _LABEL_NAME.fullmatch(name):
-        raise ValueError(f"label key {key!r}: name must be at most 63 alphanumerics, '-', '_' or '.'")
+    problem = label_key_problem(key)
+    if problem:
+        raise ValueError(problem)
     return key
 
 
 def _label_value(value: str) -> str:
-    if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
-        raise ValueError(f"label value {value!r} must be at most 63 alphanumerics, '-', '_' or '.'")
+    problem = label_value_problem(value)
+    if problem:
+        raise ValueError(f"label value {value!r}: {problem}")
     return value
 
 

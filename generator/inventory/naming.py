@@ -34,6 +34,9 @@ def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:
     return allocation.gpus * per_node.pods // per_node.gpus
 
 
+# The label the API server sets on every Namespace to its name: it cannot be forged, so selectors match on it.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
 # Namespaces of the cluster itself: never a research namespace.
 KUBE_SYSTEM = "kube-system"
 SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", KUBE_SYSTEM)
