@@ -113,38 +113,35 @@ def _https_ok(url):
 
 # ---------------------------------------------------------------- kube-controller-manager, kube-scheduler
 
-def start_controller_manager(plane: ControlPlane, procs: Processes, work: pathlib.Path, netns=None):
-    ident = identity_kubeconfig(plane, work / "identities", "kube-controller-manager",
-                                "system:kube-controller-manager")
+def _start_kube_component(name: str, user: str, plane: ControlPlane, procs: Processes, work: pathlib.Path,
+                          netns, extra: list) -> tuple:
+    """A kube-controller-manager or kube-scheduler acting as `user`, serving its health endpoint on a free port."""
+    ident = identity_kubeconfig(plane, work / "identities", name, user)
     port = free_port()
     if netns:
         netns.forward(port)  # its health endpoint, checked from here
-    p = procs.start("kube-controller-manager", [
-        vs.tool_bin("kube-controller-manager", "KUBERNETES_VERSION"),
+    p = procs.start(name, [
+        vs.tool_bin(name, "KUBERNETES_VERSION"),
         "--kubeconfig", ident, "--authentication-kubeconfig", ident, "--authorization-kubeconfig", ident,
-        "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", work / "kcm-certs",
-        "--leader-elect=false",
+        "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", work / f"{name}-certs",
+        "--leader-elect=false", *extra,
+    ], work / "logs" / f"{name}.log", netns=netns)
+    return p, f"https://127.0.0.1:{port}/healthz"
+
+
+def start_controller_manager(plane: ControlPlane, procs: Processes, work: pathlib.Path, netns=None):
+    return _start_kube_component("kube-controller-manager", "system:kube-controller-manager", plane, procs, work,
+                                 netns, [
         # Each controller acts as its own service account (job-controller, ...), as on a kubeadm cluster.
         "--use-service-account-credentials=true",
         "--service-account-private-key-file", plane.pki / "sa.key",
         "--root-ca-file", plane.pki / "ca.crt",
         "--cluster-signing-cert-file", plane.pki / "ca.crt", "--cluster-signing-key-file", plane.pki / "ca.key",
-    ], work / "logs" / "kube-controller-manager.log", netns=netns)
-    return p, f"https://127.0.0.1:{port}/healthz"
+    ])
 
 
 def start_scheduler(plane: ControlPlane, procs: Processes, work: pathlib.Path, netns=None):
-    ident = identity_kubeconfig(plane, work / "identities", "kube-scheduler", "system:kube-scheduler")
-    port = free_port()
-    if netns:
-        netns.forward(port)  # its health endpoint, checked from here
-    p = procs.start("kube-scheduler", [
-        vs.tool_bin("kube-scheduler", "KUBERNETES_VERSION"),
-        "--kubeconfig", ident, "--authentication-kubeconfig", ident, "--authorization-kubeconfig", ident,
-        "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", work / "scheduler-certs",
-        "--leader-elect=false",
-    ], work / "logs" / "kube-scheduler.log", netns=netns)
-    return p, f"https://127.0.0.1:{port}/healthz"
+    return _start_kube_component("kube-scheduler", "system:kube-scheduler", plane, procs, work, netns, [])
 
 
 # ---------------------------------------------------------------- KWOK

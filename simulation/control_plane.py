@@ -14,7 +14,7 @@ Choices (see README.md in this directory):
   to system:masters, but roleRef/subject validation does).
 - Certificates and the service-account key are made with the `openssl` CLI, so the
   tests need no crypto package. `issue_certificate` signs further ones with the same CA.
-- Requests are raw HTTP through `requests` (validation_support.Kube).
+- Requests are raw HTTP through `requests` (simulation.upstream.Kube).
 
 Missing binaries: `start_control_plane` calls `unavailable()`, a failure when CI is set
 (run `make tools`) and a skip with the reason otherwise.

@@ -67,7 +67,7 @@ class Researcher:
 class Flame:
     work: pathlib.Path
     procs: Processes
-    plane: object                            # validation.control_plane.ControlPlane: its CA signs identities
+    plane: object                            # simulation.control_plane.ControlPlane: its CA signs identities
     admin: Client
     admin_kubeconfig: pathlib.Path
     inventory: object

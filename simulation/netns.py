@@ -13,7 +13,7 @@ where such addresses can exist without touching the machine's network.
     with net.entered(): ...               # this thread's sockets in the namespace (the pod runtime's probes)
     net.stop()
 
-Ports are chosen free on the host (validation.control_plane.free_port) and used unchanged inside, so a URL means
+Ports are chosen free on the host (simulation.control_plane.free_port) and used unchanged inside, so a URL means
 the same on both sides and the host reaches what the tests and the demo need through `forward`.
 """
 from __future__ import annotations

@@ -1,2 +1,1 @@
-"""Validation tiers (a package so its conftest and modules never clash with tests/conftest.py; tests/e2e
-imports validation.control_plane and validation.validation_support from it)."""
+"""The kube-apiserver tier: kubeconform and the real kube-apiserver (dry-run), the charts, researchers' access."""

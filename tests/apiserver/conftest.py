@@ -46,5 +46,5 @@ def control_plane(tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def cluster(control_plane):
-    """Admin client (validation_support.Kube) of the tier's control plane."""
+    """Admin client (simulation.upstream.Kube) of the tier's control plane."""
     return control_plane.kube

@@ -18,7 +18,7 @@ from simulation.upstream import REPO, bootstrap_dir, load_one, message, unavaila
 
 pytestmark = pytest.mark.tools
 
-from simulation import charts  # noqa: E402  (simulation, on sys.path via tests/conftest.py)
+from simulation import charts
 
 # Helm hook types Argo CD runs (gitops-engine pkg/sync/hook/helm/type.go); objects of any other hook are ignored.
 ARGO_HELM_HOOKS = {"pre-install", "pre-upgrade", "post-install", "post-upgrade"}

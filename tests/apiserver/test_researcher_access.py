@@ -24,7 +24,7 @@ import pathlib
 import shutil
 import subprocess
 
-from simulation import argo_sync  # simulation (on sys.path through tests/conftest.py): Argo CD's sync, modelled
+from simulation import argo_sync  # Argo CD's sync, modelled
 import pytest
 
 from generator.inventory import load_inventory
@@ -450,7 +450,7 @@ def test_no_component_chart_lets_users_write_runtimes():
     """Only platform admins create runtimes: no role in the components' charts (as the bootstrap Applications
     install them, rendered by the real helm) that may write runtimes is aggregated into Kubernetes' user
     roles or bound to anything but the components' own service accounts."""
-    from simulation import charts  # simulation (on sys.path via tests/conftest.py)
+    from simulation import charts
 
     from generator.builders.bootstrap import COMPONENT_LABEL
 

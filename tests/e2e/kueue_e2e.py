@@ -1,12 +1,9 @@
 """End-to-end harness: the pinned Kueue controller, webhooks included, against the test API server.
 
-Builds on the API-server tier of tests/apiserver through its plain modules: control_plane (etcd +
-kube-apiserver, PKI, pinned CRDs) and validation_support (pins, paths, the Kube client). The session fixture
+Builds on the simulation package: simulation.control_plane (etcd + kube-apiserver, PKI, pinned CRDs) and
+simulation.upstream (pins, paths, the Kube client). The session fixture
 `control_plane` below starts this tier's own control plane; a missing tool fails when CI is set and skips
-otherwise (validation_support.unavailable).
-
-This is deliberately not a conftest.py: the tests in tests/ do `from conftest import ...`, and a
-tests/e2e/conftest.py (collected before them, "e2e" < "test_*") would shadow tests/conftest.py.
+otherwise (simulation.upstream.unavailable).
 
 What runs for real: kube-apiserver with the Trainer, JobSet, Kueue (and Kyverno, Argo CD) CRDs; the Kueue
 controller built from its Go module (tools/build.sh), configured, identified and authorised exactly as the

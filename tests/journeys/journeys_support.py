@@ -1,7 +1,6 @@
 """Fixtures and helpers for the seed page's journeys on the simulated FLAME (simulation/flame.py).
 
-Not a conftest.py: tests/*.py do `from conftest import ...`, which a conftest.py here could shadow. The test
-modules import the fixture `flame_cluster` from here.
+The test modules import the fixture `flame_cluster` from here.
 
 Journeys act as a researcher: a client certificate CN=<user>, O=<group> for a group listed in the inventory's
 `identities`, bound by the rendered RoleBindings, never admin. The admin client is used only to read what a
