@@ -28,7 +28,7 @@ TIME_BOUND_S = 20
 FLAME = (REPO / "gpu_classes.yaml").read_text()
 # The inventories are made by a child process (--make): a child forked from a parent holding them would
 # report the parent's memory as part of its own peak RSS.
-load_module = synth = None
+load_module = reading = synth = None
 
 
 def alias_bomb() -> str:
@@ -39,7 +39,7 @@ def alias_bomb() -> str:
 
 def many_nodes() -> str:
     """As many nodes as the input-size limit allows: a flow sequence of one-letter scalars."""
-    count = (load_module.MAX_INPUT_BYTES - len(FLAME) - 20) // 2
+    count = (reading.MAX_INPUT_BYTES - len(FLAME) - 20) // 2
     return FLAME + "x: [" + ",".join(["a"] * count) + "]\n"
 
 
@@ -76,9 +76,9 @@ def cases(work: Path) -> list[tuple[str, str, str]]:
          put("product", group_with_namespaces(2000, 1000))),
         ("alias-bomb", "9^12 nodes through 12 levels of aliases", put("bomb", alias_bomb())),
         ("deep-nesting", "100,000 nested flow sequences", put("deep", FLAME + "x: " + "[" * 100_000 + "]" * 100_000 + "\n")),
-        ("max-nodes", f"{load_module.MAX_INPUT_BYTES // 2:,} one-letter scalars in one flow sequence", put("nodes", many_nodes())),
+        ("max-nodes", f"{reading.MAX_INPUT_BYTES // 2:,} one-letter scalars in one flow sequence", put("nodes", many_nodes())),
         ("long-description", "a 4 MB description", put("description", FLAME.replace(
-            "description: NVIDIA", "description: " + "x" * (load_module.MAX_INPUT_BYTES - len(FLAME) - 100) + " NVIDIA", 1))),
+            "description: NVIDIA", "description: " + "x" * (reading.MAX_INPUT_BYTES - len(FLAME) - 100) + " NVIDIA", 1))),
         ("dev-zero", "/dev/zero as the inventory", "/dev/zero"),
     ]
 
@@ -114,12 +114,12 @@ def table(results: list[tuple[str, str, dict]]) -> str:
 
 
 def make(work: Path) -> None:
-    global load_module, synth
+    global load_module, reading, synth
     from tests.support import synth as synth_module
 
-    from generator.inventory import load
+    from generator.inventory import load, reading as reading_module
 
-    load_module, synth = load, synth_module
+    load_module, reading, synth = load, reading_module, synth_module
     json.dump(cases(work), sys.stdout)
 
 

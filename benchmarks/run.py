@@ -423,7 +423,7 @@ import gc, sys, time, tempfile
 from pathlib import Path
 gc.disable()  # as `render` does
 t0 = time.perf_counter()
-from generator.inventory.load import parse_inventory
+from generator.inventory.yaml11 import parse_inventory
 from generator.inventory.models import Inventory
 from generator.inventory.rules import check_inventory
 from generator.builders import synced_objects, bootstrap_objects

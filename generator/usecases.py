@@ -126,7 +126,8 @@ def edit_inventory(path: Path, edit) -> str:
     Kubernetes' limits. Returns the new text. Under the same lock as a render, so two edits cannot lose one
     another's change; the file keeps its mode and owner, and no temporary file is left on any failure."""
     from generator.inventory.edit import edit_text  # ruamel.yaml is imported only when editing
-    from generator.inventory.load import decode_inventory, load_inventory_text, read_inventory_bytes
+    from generator.inventory.load import load_inventory_text
+    from generator.inventory.reading import decode_inventory, read_inventory_bytes
 
     with _locked([path], [], [], shared=False) as (target,):
         _refuse_read_only(target)

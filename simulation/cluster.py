@@ -42,7 +42,7 @@ CLUSTER_TOOLS = [("etcd", "ETCD_VERSION"), ("kube-apiserver", "KUBERNETES_VERSIO
                  ("kwok", "KWOK_VERSION")]
 
 
-class ToolMissing(RuntimeError):
+class ToolMissing(vs.Unavailable):
     """A Go-built tool is not in the cache: tests skip (fail in CI), the demo says which to build."""
 
 

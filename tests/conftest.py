@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
 from generator.builders import bootstrap_objects, synced_objects
 from generator.inventory import load_inventory
+from simulation.upstream import Unavailable
 from tests.support import INVENTORY
 
 # Session fixtures that several tiers share.
@@ -65,3 +67,14 @@ def pytest_sessionfinish(session, exitstatus):
     if "tests.journeys.journeys_support" in sys.modules:
         sys.modules["tests.journeys.journeys_support"].stop_flame()
 
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A missing prerequisite (simulation.upstream.Unavailable, in a test or a fixture) skips the test with its
+    reason; with CI set it stays a failure, so CI never passes without running a real-tool check."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and call.excinfo.errisinstance(Unavailable) and not os.environ.get("CI"):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")

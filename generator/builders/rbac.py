@@ -14,7 +14,7 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
-from generator.kinds import RBAC
+from generator.kinds import BATCH, CORE, KUEUE, RBAC, TRAINER
 from generator.inventory.naming import KUBE_SYSTEM, RESEARCH_GROUP_LABEL
 
 API_VERSION = RBAC.api_version
@@ -26,15 +26,15 @@ READ = ["get", "list", "watch"]
 # Exactly what a researcher needs, and nothing more:
 RESEARCHER_RULES = [
     # Submit, follow and cancel their jobs; no update or patch (placement and queue are the platform's).
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
+    {"apiGroups": [TRAINER.name], "resources": ["trainjobs"],
      "verbs": ["create", "get", "list", "watch", "delete"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
+    {"apiGroups": [BATCH.name], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
     # kubeflow 0.5's list_runtimes() and train(runtime=...) read namespaced runtimes first and raise on 403.
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainingruntimes"], "verbs": READ},
+    {"apiGroups": [TRAINER.name], "resources": ["trainingruntimes"], "verbs": READ},
     # Their place in the queue.
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": READ},
+    {"apiGroups": [KUEUE.name], "resources": ["localqueues", "workloads"], "verbs": READ},
     # Pods, their logs and events, for the SDK's get_job(), get_job_logs() and get_job_events().
-    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": READ},
+    {"apiGroups": [CORE.name], "resources": ["pods", "pods/log", "events"], "verbs": READ},
 ]
 
 
@@ -44,7 +44,7 @@ def runtime_reader_role(inventory: Inventory) -> dict[str, Any]:
         "kind": "ClusterRole",
         "metadata": metadata(inventory, RUNTIME_READER),
         "rules": [{
-            "apiGroups": ["trainer.kubeflow.org"],
+            "apiGroups": [TRAINER.name],
             "resources": ["clustertrainingruntimes"],
             "verbs": READ,
         }],

@@ -134,7 +134,7 @@ for name in ("CSafeLoader", "CSafeDumper", "CLoader", "CDumper", "CParser", "CEm
 yaml.__with_libyaml__ = False
 from generator.inventory import load_inventory_text
 from generator.tree import render_trees
-from generator.inventory import load as load_module
+from generator.inventory import yaml11 as load_module
 assert load_module._InventoryLoader.__mro__[1] is yaml.SafeLoader, "the pure-Python reader must be in use"
 trees = render_trees(load_inventory_text(sys.stdin.read(), "inv.yaml"), "inv.yaml")
 import json

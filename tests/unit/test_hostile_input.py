@@ -22,6 +22,7 @@ from generator import limits
 from generator.cli import main
 from generator.inventory import InventoryInvalid, load_inventory_text
 from generator.inventory import load as load_module
+from generator.inventory import reading, yaml11
 
 FLAME = INVENTORY.read_text()
 MEMORY_LIMIT = 500 * 1024 * 1024
@@ -116,7 +117,7 @@ def test_deep_nesting_is_refused_without_recursion_error(style, tmp_path):
         text = FLAME + f"anchor: &n {nested}\n" + "use: " + "[" * 20 + "*n" + "]" * 20 + "\n"
     result = render_process(write(tmp_path, text), tmp_path)
     # Flow: the line holding it all; block: the first key past the limit.
-    line = line_of(text, {"flow": "deep:", "block": f"k{load_module.MAX_DEPTH}:", "through-alias": "use:"}[style])
+    line = line_of(text, {"flow": "deep:", "block": f"k{yaml11.MAX_DEPTH}:", "through-alias": "use:"}[style])
     assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line, "nested more than", tmp_path)
 
 
@@ -126,7 +127,7 @@ def test_endless_input_is_refused_not_loaded(tmp_path):
 
 
 def test_large_file_is_refused(tmp_path):
-    text = FLAME + "# padding\n" * (load_module.MAX_INPUT_BYTES // 10 + 1)
+    text = FLAME + "# padding\n" * (reading.MAX_INPUT_BYTES // 10 + 1)
     result = render_process(write(tmp_path, text), tmp_path)
     assert_refused(result, str(tmp_path / "gpu_classes.yaml"), 1, "larger than", tmp_path)
 
@@ -191,7 +192,7 @@ def test_trailing_newline_is_refused_by_the_patterns_too():
 def test_multiline_description_is_accepted_but_bounded():
     text = replace_line(FLAME, "description: NVIDIA", 'description: "line one\\n\\tline two"')
     assert load_inventory_text(text, "inv.yaml")
-    huge = replace_line(FLAME, "description: NVIDIA", "description: " + "x" * (load_module.MAX_TEXT + 1))
+    huge = replace_line(FLAME, "description: NVIDIA", "description: " + "x" * (yaml11.MAX_TEXT + 1))
     with pytest.raises(InventoryInvalid, match=rf"inv\.yaml:{line_of(huge, 'description: xxx')}:\d+: .*at most"):
         load_inventory_text(huge, "inv.yaml")
 
