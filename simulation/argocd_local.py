@@ -48,7 +48,7 @@ CHART_PATH = "charts"
 # NetworkPolicies) is what these local processes stand in for.
 INSTALL_KINDS = {"CustomResourceDefinition", "ServiceAccount", "Role", "ClusterRole", "RoleBinding",
                  "ClusterRoleBinding", "ConfigMap", "Secret"}
-ARGOCD_TOOLS = [("argocd", "ARGOCD_VERSION")]
+ARGOCD_TOOLS = ["argocd"]
 RECONCILIATION = "10s"
 # The controller sleeps ARGOCD_SYNC_WAVE_DELAY seconds (default 2) between the waves of every sync, to give other
 # controllers time to report on what it just applied. Here it does not: each wave then proceeds on health alone,
@@ -356,7 +356,7 @@ def _tool_path(work: pathlib.Path) -> str:
     bin_dir.mkdir(parents=True, exist_ok=True)
     helm = bin_dir / "helm"
     if not helm.exists():
-        helm.symlink_to(vs.tool_bin("helm", "HELM_VERSION"))
+        helm.symlink_to(vs.tool_bin("helm"))
     wrapper = bin_dir / "git-verify-wrapper.sh"
     shutil.copy(argocd_module() / "hack" / "git-verify-wrapper.sh", wrapper)
     wrapper.chmod(0o755)
@@ -380,7 +380,7 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     # minutes for it.
     admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
         "timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s"}}, ARGOCD_NAMESPACE)
-    binary = vs.tool_bin("argocd", "ARGOCD_VERSION")
+    binary = vs.tool_bin("argocd")
     data = work / "argocd"
     for d in ("gpg", "tls", "ssh", "tmp"):
         (data / d).mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ from simulation import upstream as vs  # noqa: E402
 
 def tool(name: str) -> pathlib.Path:
     """The cached binary tools/build.sh builds for `name` at its pin (<NAME>_VERSION)."""
-    return vs.tool_bin(name, f"{name.upper()}_VERSION")
+    return vs.tool_bin(name)
 
 
 module_dir = vs.module_dir

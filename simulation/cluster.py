@@ -37,9 +37,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 CPU_NODE = "cpu-0"
 
 # Every tool the simulation runs: (tools/build.sh name, versions.env key).
-CLUSTER_TOOLS = [("etcd", "ETCD_VERSION"), ("kube-apiserver", "KUBERNETES_VERSION"),
-                 ("kube-controller-manager", "KUBERNETES_VERSION"), ("kube-scheduler", "KUBERNETES_VERSION"),
-                 ("kwok", "KWOK_VERSION")]
+CLUSTER_TOOLS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
 
 
 class ToolMissing(vs.Unavailable):
@@ -47,9 +45,10 @@ class ToolMissing(vs.Unavailable):
 
 
 def require_tools(tools):
-    missing = [f"{t} ({vs.tool_bin(t, key)})" for t, key in tools if not os.access(vs.tool_bin(t, key), os.X_OK)]
+    absent = [t for t in tools if not os.access(vs.tool_bin(t), os.X_OK)]
+    missing = [f"{t} ({vs.tool_bin(t)})" for t in absent]
     if missing:
-        names = " ".join(t for t, key in tools if not os.access(vs.tool_bin(t, key), os.X_OK))
+        names = " ".join(absent)
         raise ToolMissing(f"missing: {', '.join(missing)}; build with `bash tools/build.sh {names}`")
 
 
@@ -121,7 +120,7 @@ def _start_kube_component(name: str, user: str, plane: ControlPlane, procs: Proc
     if netns:
         netns.forward(port)  # its health endpoint, checked from here
     p = procs.start(name, [
-        vs.tool_bin(name, "KUBERNETES_VERSION"),
+        vs.tool_bin(name),
         "--kubeconfig", ident, "--authentication-kubeconfig", ident, "--authorization-kubeconfig", ident,
         "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", work / f"{name}-certs",
         "--leader-elect=false", *extra,
@@ -188,7 +187,7 @@ def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply,
     if netns:
         netns.forward(port)  # its health endpoint, checked from here
     p = procs.start("kwok", [
-        vs.tool_bin("kwok", "KWOK_VERSION"), "--kubeconfig", ident, "--config", config,
+        vs.tool_bin("kwok"), "--kubeconfig", ident, "--config", config,
         "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
         "--node-lease-duration-seconds", "40", "--server-address", f"127.0.0.1:{port}",
         "--node-ip", "127.0.0.1", "--cidr", "10.244.0.0/16",

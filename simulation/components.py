@@ -16,14 +16,14 @@ from simulation import upstream as vs  # noqa: E402
 
 COMPONENT_LABEL = "gpugen/component"
 
-# component -> (the Deployment this simulation runs: a name suffix, tools/build.sh tool, versions.env key)
+# component -> (the Deployment this simulation runs: a name suffix, the tool of tools/tools.list that runs it)
 RUNS = {
-    "kyverno": ("admission-controller", "kyverno-controller", "KYVERNO_VERSION"),
-    "jobset": ("controller", "jobset", "JOBSET_VERSION"),
-    "trainer": ("controller-manager", "trainer", "TRAINER_VERSION"),
-    "kueue": ("controller-manager", "kueue", "KUEUE_VERSION"),
+    "kyverno": ("admission-controller", "kyverno-controller"),
+    "jobset": ("controller", "jobset"),
+    "trainer": ("controller-manager", "trainer"),
+    "kueue": ("controller-manager", "kueue"),
 }
-COMPONENT_TOOLS = [(tool, key) for _, tool, key in RUNS.values()] + [("helm", "HELM_VERSION")]
+COMPONENT_TOOLS = [tool for _, tool in RUNS.values()] + ["helm"]
 
 
 def chart_objects(application: dict) -> list[dict]:

@@ -176,8 +176,8 @@ class ControlPlane:
 def start_control_plane(workdir, netns=None) -> ControlPlane:
     """Start etcd + kube-apiserver in `workdir` (an empty directory) and wait until /readyz answers. With `netns`
     (simulation/netns.py) both run in that network namespace, reached from here on the same ports."""
-    etcd = tool_bin("etcd", "ETCD_VERSION")
-    kas = tool_bin("kube-apiserver", "KUBERNETES_VERSION")
+    etcd = tool_bin("etcd")
+    kas = tool_bin("kube-apiserver")
     for b in (etcd, kas):
         if not os.access(b, os.X_OK):
             unavailable(f"{b} is missing: run `make tools` (tools/build.sh etcd kube-apiserver)")

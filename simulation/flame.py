@@ -36,7 +36,7 @@ from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa:
 
 # Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool): Kyverno's
 # post-upgrade migration, which Argo CD runs as a PostSync hook, is its CLI.
-HOOK_IMAGES = {"kyverno-cli": ("kyverno", "KYVERNO_VERSION")}
+HOOK_IMAGES = {"kyverno-cli": "kyverno"}
 # Components whose controller binds all interfaces unless a flag names the host to listen on.
 HOST_FLAGS = {"kyverno": "--webhookServerHost"}
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
@@ -250,7 +250,7 @@ def hook_images(charts: list[tuple[dict, list[dict]]]) -> dict[str, pathlib.Path
                 repository = image_repository(c["image"])
                 tool = HOOK_IMAGES.get(repository.rsplit("/", 1)[-1])
                 if tool:
-                    out[repository] = vs.tool_bin(*tool)
+                    out[repository] = vs.tool_bin(tool)
     return out
 
 
@@ -260,13 +260,13 @@ def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Cont
     out = {}
     for app, objects in charts:
         name = app["metadata"]["labels"][COMPONENT_LABEL]
-        suffix, tool, key = RUNS[name]
+        suffix, tool = RUNS[name]
         deployments = [o["metadata"]["name"] for o in objects if o.get("kind") == "Deployment"]
         (deployment,) = [d for d in deployments if d.endswith(suffix)] or [None]
         if deployment is None:
             raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
         out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
-            deployment, vs.tool_bin(tool, key), HOST_FLAGS.get(name))
+            deployment, vs.tool_bin(tool), HOST_FLAGS.get(name))
     return out
 
 

@@ -51,8 +51,16 @@ def module_dir(module, version):
     return path
 
 
-def tool_bin(tool, version_key):
-    return cache_dir() / "bin" / f"{tool}-{versions()[version_key]}"
+@functools.lru_cache(maxsize=1)
+def tool_pins() -> dict[str, str]:
+    """Tool -> the versions.env key it is built at: tools/tools.list, the one list of the tools."""
+    pairs = (line.split() for line in (TOOLS / "tools.list").read_text().splitlines())
+    return {fields[0]: fields[1] for fields in pairs if fields and not fields[0].startswith("#")}
+
+
+def tool_bin(tool):
+    """The cached binary tools/build.sh builds for `tool` at its pin."""
+    return cache_dir() / "bin" / f"{tool}-{versions()[tool_pins()[tool]]}"
 
 
 def rendered_dir():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the pinned upstream tools from their Go modules into the cache:
-#   tools/build.sh [TOOL ...]        (default: every tool in ALL_TOOLS, in that order)
+#   tools/build.sh [TOOL ...]        (default: every tool in tools/tools.list, in that order)
 # A tool whose versioned binary is already cached is skipped. Each build runs in a
 # throw-away wrapper module under the cache (never committed), so upstream `replace`
 # lines that `go install pkg@version` would refuse can be carried over. Tools from one
@@ -155,9 +155,8 @@ build_tool() {
   esac
 }
 
-# Every tool, cheapest first; CI builds them all.
-ALL_TOOLS=(kubeconform etcd kube-apiserver kube-controller-manager kube-scheduler kyverno kyverno-controller
-  kueue jobset trainer helm kwok crane argocd)
+# Every tool, cheapest first (tools/tools.list); CI builds them all.
+mapfile -t ALL_TOOLS < <(all_tools)
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=("${ALL_TOOLS[@]}")
 failed=()

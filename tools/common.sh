@@ -18,22 +18,16 @@ mkdir -p "$BIN_DIR" "$LOG_DIR" "$WRAP_DIR"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
+# Every tool and the pin it is built at: tools/tools.list, the one list of them.
+TOOLS_LIST="$REPO_ROOT/tools/tools.list"
+all_tools() { awk '!/^#/ && NF { print $1 }' "$TOOLS_LIST"; }
+
 # Version pinned for a tool name.
 tool_version() {
-  case "$1" in
-    kubeconform) echo "$KUBECONFORM_VERSION" ;;
-    etcd) echo "$ETCD_VERSION" ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler) echo "$KUBERNETES_VERSION" ;;
-    kyverno|kyverno-controller) echo "$KYVERNO_VERSION" ;;
-    kueue) echo "$KUEUE_VERSION" ;;
-    jobset) echo "$JOBSET_VERSION" ;;
-    trainer) echo "$TRAINER_VERSION" ;;
-    helm) echo "$HELM_VERSION" ;;
-    kwok) echo "$KWOK_VERSION" ;;
-    crane) echo "$GGCR_VERSION" ;;
-    argocd) echo "$ARGOCD_VERSION" ;;
-    *) echo "ERROR: unknown tool $1" >&2; return 1 ;;
-  esac
+  local key
+  key="$(awk -v t="$1" '!/^#/ && $1 == t { print $2 }' "$TOOLS_LIST")"
+  [ -n "$key" ] || { echo "ERROR: unknown tool $1 (not in tools/tools.list)" >&2; return 1; }
+  echo "${!key}"
 }
 
 # Path of the cached binary for a tool at its pinned version.

@@ -322,7 +322,7 @@ def local_process_config(config: dict, webhook_port: int, health_port: int, metr
 
 def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     """The Kueue controller on `plane` (prepared: CRDs installed) as its service account, webhooks registered."""
-    binary = vs.tool_bin("kueue", "KUEUE_VERSION")
+    binary = vs.tool_bin("kueue")
     if not os.access(binary, os.X_OK):
         vs.unavailable(f"{binary} is missing: run `make tools` (tools/build.sh kueue)")
     kube, pki = plane.kube, plane.pki

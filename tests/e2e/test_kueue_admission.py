@@ -268,7 +268,7 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
     job-claims is left out: it lists the namespace's PVCs, which `kyverno apply` cannot look up without a cluster
     client; it is judged with cluster resources in tests/unit/test_policies.py and by the live admission controller in
     tests/journeys and tests/simulation/test_live_admission.py."""
-    kyverno = vs.tool_bin("kyverno", "KYVERNO_VERSION")
+    kyverno = vs.tool_bin("kyverno")
     if not kyverno.is_file():
         vs.unavailable(f"{kyverno} is missing: run `make tools`")
     created = flame.submit(trainjob_manifest("seed-manifest", A_NS))

@@ -82,7 +82,7 @@ def chart_configurations():
     """The controller-runtime Configuration files of the committed component Applications, as helm renders them
     for Argo CD."""
     from simulation.components import chart_objects, component_applications
-    helm = vs.tool_bin("helm", "HELM_VERSION")
+    helm = vs.tool_bin("helm")
     if not os.access(helm, os.X_OK):
         vs.unavailable(f"{helm} is missing: run `bash tools/build.sh helm`")
     out = {}
