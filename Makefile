@@ -35,7 +35,7 @@ validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real 
 	$(PY) -m pytest -q tests/apiserver
 
 test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (real tools included), drift check
-	$(PY) -m pytest -q
+	$(PY) -m tests.run
 	$(PY) -m generator render --check
 
 demo: $(VENV)/.installed tools ## Simulated FLAME bootstrapped by the real Argo CD from the committed tree: prints KUBECONFIGs, runs until Ctrl-C

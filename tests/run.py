@@ -1,0 +1,52 @@
+"""`make test`: every tier, in two pytest processes side by side.
+
+The tests on the simulated FLAME (tests/journeys and tests/simulation/test_live_admission.py) spend most of their
+time waiting on its controllers (Argo CD's waves and syncs, Kueue's admissions), while the other tiers compute.
+Run one after the other they add up; side by side they overlap. The FLAME's process writes to a log, shown whole
+when both are done, so the two outputs never interleave. The exit code is the worse of the two (a half that
+selects no test does not count).
+
+    python -m tests.run [PYTEST ARGS]     # the arguments go to both processes
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FLAME_TIERS = ["tests/journeys", "tests/simulation/test_live_admission.py"]
+
+
+def main(argv: list[str]) -> int:
+    pytest = [sys.executable, "-m", "pytest"]
+    with tempfile.TemporaryDirectory(prefix="gpugen-tests-") as work:
+        log_path = Path(work) / "flame.log"
+        with open(log_path, "w") as log:
+            flame = subprocess.Popen([*pytest, "-q", *argv, *FLAME_TIERS], cwd=REPO, stdout=log,
+                                     stderr=subprocess.STDOUT)
+            try:
+                print(f"tests on the simulated FLAME ({', '.join(FLAME_TIERS)}): pytest pid {flame.pid}, shown "
+                      "when done", flush=True)
+                rest = subprocess.call([*pytest, "-q", *argv, *(f"--ignore={tier}" for tier in FLAME_TIERS)],
+                                       cwd=REPO)
+                flame_rc = flame.wait()
+            except BaseException:
+                flame.send_signal(signal.SIGINT)  # pytest's teardown stops the FLAME's processes
+                try:
+                    flame.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    flame.kill()
+                    flame.wait()
+                raise
+        print(f"\n---- tests on the simulated FLAME (exit {flame_rc}) ----", flush=True)
+        sys.stdout.write(log_path.read_text(errors="replace"))
+    codes = [code for code in (rest, flame_rc) if code != 5] or [5]  # 5: that half collected nothing (-k, ...)
+    return 1 if min(codes) < 0 else max(codes)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
