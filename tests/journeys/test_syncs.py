@@ -23,6 +23,7 @@ import yaml
 from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, modelled_tasks,  # noqa: F401
                               no_jobs_left, poll, researcher, submit, sync_as_modelled, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
+from tests.support.inventories import edited, write
 from simulation.kube import conditions
 
 from generator.plan import WAITS_ON_WORKLOADS
@@ -33,11 +34,8 @@ SYNC_TIMEOUT = float(os.environ.get("GPUGEN_SYNC_TIMEOUT", "180"))
 
 
 def inventory_variant(flame, tmp_path: pathlib.Path, change) -> pathlib.Path:
-    doc = yaml.safe_load(flame.inventory_file.read_text())
-    change(doc)
-    out = tmp_path / "gpu_classes.yaml"
-    out.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return out
+    """The cluster's inventory with `change`, written where a commit can pick it up."""
+    return write(edited(yaml.safe_load(flame.inventory_file.read_text()), change), tmp_path / "gpu_classes.yaml")
 
 
 def gpugen_application(flame) -> dict:

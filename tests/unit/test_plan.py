@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
+from tests.support.inventories import edited, flame_data, to_text
 from tests.support import INVENTORY, REPO
 
 from generator.cli import main
@@ -237,9 +238,7 @@ def test_markdown_truncation_keeps_risks_first_and_stays_valid(limit):
 def test_removing_a_group_names_the_cluster_queue_that_waits_on_running_workloads():
     """Kueue keeps a deleted ClusterQueue Terminating while workloads reserve quota in it (shown against the real
     Kueue in tests/e2e): the reviewer must see that before merging."""
-    import yaml
-    data = yaml.safe_load(FLAME)
-    del data["groups"]["nlp-lab"]
-    plan = make_plan(synced(FLAME), synced(yaml.safe_dump(data)))
+    data = edited(flame_data(), lambda d: d["groups"].pop("nlp-lab"))
+    plan = make_plan(synced(FLAME), synced(to_text(data)))
     waits = [r for r in plan.risks if "waits on running workloads" in r.what]
     assert [(r.key[0], r.key[2]) for r in waits] == [("ClusterQueue", "nlp-lab")]
