@@ -37,7 +37,7 @@ from simulation import upstream as vs
 from simulation.control_plane import child_preexec, free_port
 
 from simulation.cluster import service_account_kubeconfig
-from simulation.kube import Client
+from simulation.kube import Client, apply_all
 from simulation.processes import ComponentFailed, Process, Processes, wait_ready
 
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
@@ -366,7 +366,6 @@ def _tool_path(work: pathlib.Path) -> str:
 def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, repo: GitRepo, redis: str,
                  netns) -> ArgoCD:
     admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ARGOCD_NAMESPACE}})
-    from simulation.flame import apply_all  # noqa: PLC0415
     apply_all(admin, install_objects(), ARGOCD_NAMESPACE)
     # argocd-server writes server.secretkey into argocd-secret when it first starts; it is not run here, and
     # without the key the controller cannot parse its settings and ignores every later change to argocd-cm

@@ -31,7 +31,7 @@ from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstra
                           start_git, start_redis, start_registry)
 from simulation.pods import Container, PodRuntime, image_repository  # noqa: E402
 from simulation.netns import PodNetwork  # noqa: E402
-from simulation.kube import Client, conditions, poll  # noqa: E402
+from simulation.kube import Client, apply_all, conditions, poll  # noqa: E402
 from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
 # Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool): Kyverno's
@@ -117,31 +117,6 @@ class Flame:
 
 
 # ---------------------------------------------------------------- applying objects
-
-def _namespaced(admin: Client, obj) -> bool:
-    res = admin.kube.resources(obj["apiVersion"])
-    if obj["kind"] not in res:
-        res = admin.kube.resources(obj["apiVersion"], refresh=True)
-    return res[obj["kind"]][1]
-
-
-def apply_all(admin: Client, objects, default_namespace=None):
-    """Server-side apply, CRDs first (waited for Established), namespaced objects without a namespace in the
-    destination namespace (as Argo CD does)."""
-    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-    for crd in crds:
-        admin.apply(crd)
-    for crd in crds:
-        poll(lambda: conditions(admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                                          crd["metadata"]["name"])).get("Established", {}).get("status") == "True",
-             60, f"CRD {crd['metadata']['name']} Established")
-    for obj in objects:
-        if obj["kind"] == "CustomResourceDefinition":
-            continue
-        if default_namespace and not obj["metadata"].get("namespace") and _namespaced(admin, obj):
-            obj = {**obj, "metadata": {**obj["metadata"], "namespace": default_namespace}}
-        admin.apply(obj)
-
 
 def ensure_namespace(admin: Client, name: str):
     admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})

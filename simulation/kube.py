@@ -128,3 +128,28 @@ def poll(check, timeout=60.0, what="condition", interval=0.3):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+def _namespaced(admin: "Client", obj) -> bool:
+    res = admin.kube.resources(obj["apiVersion"])
+    if obj["kind"] not in res:
+        res = admin.kube.resources(obj["apiVersion"], refresh=True)
+    return res[obj["kind"]][1]
+
+
+def apply_all(admin: "Client", objects, default_namespace=None):
+    """Server-side apply, CRDs first (waited for Established), namespaced objects without a namespace in the
+    destination namespace (as Argo CD does)."""
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    for crd in crds:
+        admin.apply(crd)
+    for crd in crds:
+        poll(lambda: conditions(admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                          crd["metadata"]["name"])).get("Established", {}).get("status") == "True",
+             60, f"CRD {crd['metadata']['name']} Established")
+    for obj in objects:
+        if obj["kind"] == "CustomResourceDefinition":
+            continue
+        if default_namespace and not obj["metadata"].get("namespace") and _namespaced(admin, obj):
+            obj = {**obj, "metadata": {**obj["metadata"], "namespace": default_namespace}}
+        admin.apply(obj)
