@@ -250,7 +250,7 @@ def schema(out_path: Path | None) -> None:
 
 
 # A process-wide bound on memory, whatever the inventory: the input limits keep every inventory we could
-# construct under it (benchmarks/hostile.py), and this makes the bound hold for the ones we did not.
+# construct under it (the hostile-input benchmark), and this makes the bound hold for the ones we did not.
 MEMORY_LIMIT_MB = 500
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from generator.errors import InventoryInvalid, Problem
 
-# These bounds leave the national-scale inventory (tests/support/synth.py) room to grow several times while keeping
-# any input within the render's memory and time bounds (benchmarks/hostile.py measures that).
+# These bounds leave a national-scale inventory room to grow several times while keeping any input within the
+# render's memory and time bounds (the hostile-input benchmark measures that).
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 
 
