@@ -34,7 +34,7 @@ validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real 
 	bash tools/kubeconform.sh
 	$(PY) -m pytest -q tests/apiserver
 
-test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (real tools included), drift check
+test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (the simulated FLAME's beside the other tiers), drift check
 	$(PY) -m tests.run
 	$(PY) -m generator render --check
 
