@@ -37,8 +37,8 @@ GPUGEN_WAVE = "10"
 
 def components(inventory: Inventory) -> dict[str, Component]:
     """The components gpugen installs, in install order."""
-    return {name: component for name in COMPONENTS
-            if (component := getattr(inventory.cluster.components, name)).install}
+    return {name: component for name, component in inventory.cluster.components.by_name().items()
+            if component.install}
 
 
 def chart_version(component: str) -> str:

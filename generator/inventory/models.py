@@ -181,16 +181,26 @@ class KueueComponent(Component):
 # The model of each component's settings; a component without settings of its own uses Component.
 _COMPONENT_SETTINGS: dict[str, type[Component]] = {"kyverno": KyvernoComponent, "kueue": KueueComponent}
 
+class _ComponentsBase(Strict):
+    def by_name(self) -> dict[str, Component]:
+        """Every component's settings, in the component table's (install) order."""
+        return {name: getattr(self, name) for name in COMPONENTS}
+
+
+def _component_field(name: str, default_namespace: str) -> tuple[type[Component], Component]:
+    model = _COMPONENT_SETTINGS.get(name, Component)
+    return model, model(namespace=default_namespace)
+
+
 # One field per row of the component table, defaulting to the component's upstream namespace.
 Components = create_model(
-    "Components", __base__=Strict, __module__=__name__,
+    "Components", __base__=_ComponentsBase, __module__=__name__,
     __doc__="""The controllers the rendered tree needs, each in the namespace of its upstream installation.
 
     JobSet goes beside Trainer in kubeflow-system, where Trainer's own chart would put it, so the controller
     identities in `controllers` stay those of the upstream installation.
     """,
-    **{name: (model, model(namespace=component.default_namespace)) for name, component in COMPONENTS.items()
-       for model in (_COMPONENT_SETTINGS.get(name, Component),)})
+    **{name: _component_field(name, facts.default_namespace) for name, facts in COMPONENTS.items()})
 
 
 class Cluster(Strict):

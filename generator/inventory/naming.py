@@ -50,8 +50,7 @@ def research_namespaces(inventory: Inventory) -> list[str]:
 def reserved_namespaces(inventory: Inventory) -> list[str]:
     """Namespaces of the platform's controllers (installed or adopted), of Kubernetes itself and of Argo CD: never a
     research namespace."""
-    components = inventory.cluster.components
-    return sorted({getattr(components, name).namespace for name in COMPONENTS}
+    return sorted({component.namespace for component in inventory.cluster.components.by_name().values()}
                   | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace})
 
 
@@ -66,12 +65,12 @@ class ControllerIdentities:
 def controller_identities(inventory: Inventory) -> ControllerIdentities:
     """The username each controller acts as: the inventory's override, else its chart's service account
     (components.COMPONENTS)."""
-    controllers, components = inventory.cluster.controllers, inventory.cluster.components
+    controllers, components = inventory.cluster.controllers, inventory.cluster.components.by_name()
 
     def identity(name: str) -> str:
         explicit = getattr(controllers, name)
         if explicit:
             return explicit
-        return f"system:serviceaccount:{getattr(components, name).namespace}:{COMPONENTS[name].service_account}"
+        return f"system:serviceaccount:{components[name].namespace}:{COMPONENTS[name].service_account}"
     return ControllerIdentities(kueue=identity("kueue"), trainer=identity("trainer"), jobset=identity("jobset"),
                                 job=controllers.job)

@@ -80,9 +80,8 @@ def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
 
 
 def _check_components(inventory: Inventory) -> Iterator[Finding]:
-    components = inventory.cluster.components
-    for name, facts in COMPONENTS.items():
-        needs, component = facts.needs, getattr(components, name)
+    for name, component in inventory.cluster.components.by_name().items():
+        needs = COMPONENTS[name].needs
         if not component.install and not component.existing:
             yield ("cluster", "components", name, "install"), (
                 f"{name} is not installed and no existing installation is declared, but the rendered tree needs "
