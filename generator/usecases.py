@@ -56,14 +56,13 @@ def render_inventory(inventory_path: Path) -> RenderedTrees:
 
 
 @contextmanager
-def _locked(outputs: list[Path], trees: list[Path], inputs: list[Path], shared: bool) -> Iterator[list[Path]]:
-    """The outputs resolved, checked apart from each other and from the inputs, and locked (shared to read,
-    exclusive to write, when the leftovers of a killed run are removed first). `trees` are the outputs that are
-    directories, replaced whole."""
-    resolved = [resolve_output(path) for path in outputs]
-    tree_set = {resolve_output(path) for path in trees}
-    check_outputs_apart([p for p in resolved if p in tree_set], [p for p in resolved if p not in tree_set],
-                        [resolve_output(path) for path in inputs])
+def _locked(trees: list[Path], files: list[Path], inputs: list[Path], shared: bool) -> Iterator[list[Path]]:
+    """The outputs (`trees`, directories replaced whole, then `files`) resolved, checked apart from each other and
+    from the inputs, and locked (shared to read, exclusive to write, when the leftovers of a killed run are
+    removed first)."""
+    resolved_trees, resolved_files = [resolve_output(p) for p in trees], [resolve_output(p) for p in files]
+    check_outputs_apart(resolved_trees, resolved_files, [resolve_output(path) for path in inputs])
+    resolved = resolved_trees + resolved_files
     # Read and write under one lock: a concurrent run on the same outputs waits, so neither sees the other's
     # half-swapped state.
     with output_lock(resolved, shared=shared):
@@ -78,16 +77,16 @@ def render(inventory_path: Path, outputs: Outputs, check: bool = False) -> Rende
     write nothing and list what is stale."""
     trees = render_inventory(inventory_path)
     warning = directory_size_warning(trees.synced)
-    with _locked([outputs.synced, outputs.bootstrap, outputs.docs], [outputs.synced, outputs.bootstrap],
-                 [inventory_path], shared=check) as (synced, bootstrap, docs):
+    warnings = [warning] if warning else []
+    with _locked([outputs.synced, outputs.bootstrap], [outputs.docs], [inventory_path],
+                 shared=check) as (synced, bootstrap, docs):
         pending: list[Pending] = [pending_tree(trees.synced, synced), pending_tree(trees.bootstrap, bootstrap),
                                   pending_file(trees.docs, docs)]
         if check:
-            return RenderResult([], [line for output in pending for line in output.stale_lines()],
-                                [warning] if warning else [])
+            return RenderResult([], [line for output in pending for line in output.stale_lines()], warnings)
         changes = apply_outputs(pending)
     return RenderResult([Written(output.label, change, output.count) for output, change in zip(pending, changes)],
-                        [], [warning] if warning else [])
+                        [], warnings)
 
 
 def plan(inventory_path: Path, out_dir: Path, base: str):
@@ -129,7 +128,7 @@ def edit_inventory(path: Path, edit) -> str:
     from generator.inventory.load import load_inventory_text
     from generator.inventory.reading import decode_inventory, read_inventory_bytes
 
-    with _locked([path], [], [], shared=False) as (target,):
+    with _locked([], [path], [], shared=False) as (target,):
         _refuse_read_only(target)
         original = decode_inventory(read_inventory_bytes(target), str(path))
         # Validate the starting point too: editing a broken file would blame the edit for old problems.
