@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -23,17 +24,29 @@ def main() -> None:
     and Argo CD Application from the inventory gpu_classes.yaml."""
 
 
-def _exit_invalid(invalid: InventoryInvalid, summary: str) -> None:
+def _exit_invalid(invalid: InventoryInvalid, inventory_path: Path, summary: str) -> None:
     for problem in invalid.problems:
         click.echo(str(problem), err=True)
-    click.echo(summary.format(count=len(invalid.problems)), err=True)
+    # Only the summary is a template: the path may hold braces.
+    click.echo(f"{inventory_path}: {summary.format(count=len(invalid.problems))}", err=True)
     sys.exit(EXIT_INVALID)
 
 
-def _over_limits(inventory_path: Path, over: OverLimits) -> InventoryInvalid:
-    """Rendered objects over Kubernetes' limits, reported like inventory problems (no line to point at)."""
-    return InventoryInvalid([Problem(str(inventory_path), 0, 0, f"rendered {path}", reason)
-                             for path, reason in over.problems])
+_INVALID = "{count} problem(s); nothing written."
+_OVER_LIMITS = "{count} rendered object(s) over Kubernetes' limits; nothing written."
+
+
+@contextmanager
+def _inventory_refusals(inventory_path: Path, invalid: str = _INVALID, over_limits: str = _OVER_LIMITS):
+    """An invalid inventory, or rendered objects over Kubernetes' limits (reported like inventory problems, with no
+    line to point at), listed with a summary naming the inventory; exit 2."""
+    try:
+        yield
+    except InventoryInvalid as problems:
+        _exit_invalid(problems, inventory_path, invalid)
+    except OverLimits as over:
+        _exit_invalid(InventoryInvalid([Problem(str(inventory_path), 0, 0, f"rendered {path}", reason)
+                                        for path, reason in over.problems]), inventory_path, over_limits)
 
 
 def _refused(where: str, error: Exception, tail: str) -> None:
@@ -86,12 +99,8 @@ def render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: 
 
 def _render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path: Path, check: bool) -> None:
     try:
-        result = usecases.render(inventory_path, usecases.Outputs(out_dir, bootstrap_dir, docs_path), check=check)
-    except InventoryInvalid as invalid:
-        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s); nothing written.")
-    except OverLimits as over:
-        _exit_invalid(_over_limits(inventory_path, over),
-                      f"{inventory_path}: {{count}} rendered object(s) over Kubernetes' limits; nothing written.")
+        with _inventory_refusals(inventory_path):
+            result = usecases.render(inventory_path, usecases.Outputs(out_dir, bootstrap_dir, docs_path), check=check)
     except OutputRefused as refused:
         _refused("error: ", refused, "")
     except OSError as error:
@@ -130,12 +139,8 @@ def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> 
     from generator.plan import format_markdown, format_text  # plan-only imports stay off the render path
 
     try:
-        result = usecases.plan(inventory_path, out_dir, base)
-    except InventoryInvalid as invalid:
-        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s); nothing written.")
-    except OverLimits as over:
-        _exit_invalid(_over_limits(inventory_path, over),
-                      f"{inventory_path}: {{count}} rendered object(s) over Kubernetes' limits; nothing written.")
+        with _inventory_refusals(inventory_path):
+            result = usecases.plan(inventory_path, out_dir, base)
     except BaseUnreadable as unreadable:
         _refused("error: ", unreadable, "")
     click.echo(format_markdown(result) if output_format == "markdown" else format_text(result), nl=False)
@@ -155,15 +160,11 @@ def _apply(inventory_path: Path, edit_name: str, *args, **kwargs) -> None:
     from generator.inventory import edit  # ruamel.yaml is imported only when editing
 
     try:
-        usecases.edit_inventory(inventory_path, getattr(edit, edit_name)(*args, **kwargs))
+        with _inventory_refusals(inventory_path, "{count} problem(s) before or after the edit; nothing written.",
+                                 "the edit would render {count} object(s) over Kubernetes' limits; nothing written."):
+            usecases.edit_inventory(inventory_path, getattr(edit, edit_name)(*args, **kwargs))
     except (EditRefused, OutputRefused, OSError) as refused:
         _refused(f"{inventory_path}: ", refused, "; nothing written.")
-    except InventoryInvalid as invalid:
-        _exit_invalid(invalid, f"{inventory_path}: {{count}} problem(s) before or after the edit; nothing written.")
-    except OverLimits as over:
-        _exit_invalid(_over_limits(inventory_path, over),
-                      f"{inventory_path}: the edit would render {{count}} object(s) over Kubernetes' limits; "
-                      "nothing written.")
     click.echo(f"updated {inventory_path}; run `make render` to update the rendered tree.")
 
 

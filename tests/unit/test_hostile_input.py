@@ -148,6 +148,17 @@ def test_directory_as_inventory_is_refused(tmp_path):
     assert invalid is not None and "cannot read" in str(invalid)
 
 
+@pytest.mark.parametrize("folder", ["a{b}", "{count}", "a{0}"])
+def test_braces_in_the_inventory_path_are_printed_not_formatted(folder, tmp_path):
+    inventory = tmp_path / folder / "gpu_classes.yaml"
+    inventory.parent.mkdir()
+    inventory.write_text("cluster: {}\n")
+    done = render_process(inventory, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == f"{inventory}: 7 problem(s); nothing written."
+
+
 # ----------------------------------------------------------------------------------------- encoding
 
 def test_nul_byte_is_reported_at_its_line(tmp_path):
