@@ -93,11 +93,7 @@ def cel(value: Any) -> str:
 
 
 _PLACEHOLDER = re.compile(r"\$([A-Za-z][A-Za-z0-9]*)")
-
-
 _TEMPLATES = Path(__file__).with_name("kyverno_cel")
-
-
 _CALL = re.compile(r"@([A-Za-z]+)\(([^()]*)\)")
 
 
@@ -124,12 +120,14 @@ def _expand(text: str, depth: int = 0) -> str:
         if name not in _fragments():
             raise ValueError(f"unknown CEL fragment @{name} (kyverno_cel/fragments.yaml)")
         parameter, body = _fragments()[name]
-        body = re.sub(rf"\b{parameter}\b", lambda _: argument, _expand(body, depth + 1))
-        line = text[text.rfind("\n", 0, match.start()) + 1:]
-        return body.replace("\n", "\n" + " " * (len(line) - len(line.lstrip(" "))))
+        # The parameter is the fragment's own word: replaced before the fragments it calls are expanded into it.
+        body = _expand(re.sub(rf"\b{parameter}\b", lambda _: argument, body), depth + 1)
+        before = text[text.rfind("\n", 0, match.start()) + 1:match.start()]
+        return body.replace("\n", "\n" + " " * (len(before) - len(before.lstrip(" "))))
     return _CALL.sub(call, text)
 
 
+@lru_cache(maxsize=None)
 def _template(policy: str) -> str:
     """The CEL template of `policy` (a YAML mapping of variables, validations or patch), with its shared
     fragments in place."""

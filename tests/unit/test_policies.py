@@ -778,3 +778,15 @@ def test_templates_need_exactly_their_parameters():
         kyverno.fill("a: |-\n  $x\n")
     with pytest.raises(ValueError, match="placeholders"):
         kyverno.fill("a: |-\n  $x\n", x="s", unused=1)
+
+
+def test_fragments_take_their_argument_then_expand_the_fragments_they_call(monkeypatch):
+    """A fragment's parameter is replaced in its own text only: a word of a fragment it calls that happens to be
+    the caller's parameter stays. Continuation lines are indented like the line of the call."""
+    monkeypatch.setattr(kyverno, "_fragments", lambda: {
+        "outer": ("job", "job.spec\n  + @inner(job.status)"),
+        "inner": ("patch", "[patch.job]"),
+    })
+    assert kyverno._expand("x: |-\n    @outer(object)") == "x: |-\n    object.spec\n      + [object.status.job]"
+    with pytest.raises(ValueError, match="unknown CEL fragment @missing"):
+        kyverno._expand("@missing(object)")
