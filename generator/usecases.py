@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.errors import BaseUnreadable, EditRefused
+from generator.errors import BaseUnreadable, EditRefused, GitError
 from generator.inventory import load_inventory
 from generator.repo_server import directory_size_warning
 from generator.tree import RenderedTrees, render_trees
@@ -91,8 +91,7 @@ def render(inventory_path: Path, outputs: Outputs, check: bool = False) -> Rende
 
 def plan(inventory_path: Path, out_dir: Path, base: str):
     """What rendering the inventory changes against OUT as committed at BASE (generator.plan.Plan)."""
-    from generator.errors import GitError  # plan-only imports stay off the render path
-    from generator.gitfiles import files_at
+    from generator.gitfiles import files_at  # plan-only imports stay off the render path
     from generator.plan import make_plan
 
     trees = render_inventory(inventory_path)
