@@ -54,6 +54,7 @@ SYNCED_KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind(TRAINER, "ClusterTrainingRuntime", False, "0", tuple(f"spec.template.spec.{name}" for name in (
         "failurePolicy", "network", "startupPolicy", "successPolicy", "volumeClaimPolicies"))
         + ("spec.template.spec.replicatedJobs[*].dependsOn",)),
+    Kind(KUEUE, "WorkloadPriorityClass", False, "1"),
     Kind(KUEUE, "ResourceFlavor", False, "1", ("spec.topologyName",)),
     Kind(KUEUE, "ClusterQueue", False, "2"),
     Kind(KUEUE, "LocalQueue", True, "3", ("spec.clusterQueue",)),
@@ -63,6 +64,8 @@ SYNCED_KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind(RBAC, "ClusterRoleBinding", False, "0"),
     Kind(CORE, "Namespace", False, "-2"),  # before everything that lives in one
     Kind(RBAC, "RoleBinding", True, "0"),
+    # Read by the guardrails at admission: with them, after the namespaces.
+    Kind(CORE, "ConfigMap", True, "-1"),
 )}
 
 

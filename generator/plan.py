@@ -14,7 +14,8 @@ import yaml
 from generator.inventory.quantity import parse_quantity
 from generator.kinds import SYNCED_KINDS
 from generator.repo_server import KUSTOMIZATION_FILE
-from generator.inventory.naming import GPU_CLASS_ANNOTATION
+from generator.inventory import duration
+from generator.inventory.naming import GPU_CLASS_ANNOTATION, JOB_LIMITS
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 Files = dict[str, bytes]
@@ -136,6 +137,43 @@ def _immutable_fields(kind: str) -> tuple[str, ...]:
 
 
 WAITS_ON_WORKLOADS = "waits on running workloads"
+PREEMPTS = "preempts running work"
+# A preemption setting's values, from the one that stops the fewest running jobs.
+_PREEMPTION_ORDER = {"Never": 0, "LowerPriority": 1, "LowerOrNewerEqualPriority": 2, "Any": 3}
+
+
+def _contract_risks(key: Key, old: dict[str, Any], new: dict[str, Any]) -> list[Risk]:
+    """Changes to the research-computing contract that stop or preempt running work, or refuse resubmissions."""
+    risks = []
+    kind = key[0]
+    if kind == "ClusterQueue":
+        old_pre, new_pre = old["spec"].get("preemption", {}), new["spec"].get("preemption", {})
+        for field_name, whose in (("reclaimWithinCohort", "other groups' jobs running on GPUs this group lent"),
+                                  ("withinClusterQueue", "the group's own running jobs of lower priority")):
+            before, after = old_pre.get(field_name, "Never"), new_pre.get(field_name, "Never")
+            if _PREEMPTION_ORDER.get(after, 0) > _PREEMPTION_ORDER.get(before, 0):
+                risks.append(Risk(key, f"{PREEMPTS}: preemption.{field_name} {before} -> {after}; Kueue may now stop "
+                                       f"{whose}"))
+        old_weight = old["spec"].get("fairSharing", {}).get("weight")
+        new_weight = new["spec"].get("fairSharing", {}).get("weight")
+        if old_weight is not None and new_weight is not None and parse_quantity(str(new_weight)) < parse_quantity(str(old_weight)):
+            risks.append(Risk(key, f"{PREEMPTS}: fair-sharing weight {old_weight} -> {new_weight}; the group's jobs "
+                                   "on borrowed GPUs may be preempted by the groups that lent them"))
+    if kind == "ConfigMap" and key[2] == JOB_LIMITS:
+        old_data, new_data = old.get("data", {}), new.get("data", {})
+        for name in sorted(old_data):
+            # Per class (the class-less maximum is the strictest of them: reported through its class).
+            if name.endswith(".walltime.maximum") and name in new_data and int(new_data[name]) < int(old_data[name]):
+                where = f" on {name.removesuffix('.walltime.maximum')}"
+                risks.append(Risk(key, f"walltime maximum lowered{where}: {duration.show(int(old_data[name]))} -> "
+                                       f"{duration.show(int(new_data[name]))}; jobs asking for more are refused at "
+                                       "submission (running jobs keep the limit they were admitted with)"))
+        old_priorities = set(filter(None, old_data.get("priorities", "").split(",")))
+        new_priorities = set(filter(None, new_data.get("priorities", "").split(",")))
+        if old_priorities - new_priorities:
+            risks.append(Risk(key, f"priority no longer allowed here: {', '.join(sorted(old_priorities - new_priorities))}; "
+                                   "jobs naming it are refused at submission"))
+    return risks
 
 
 def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChange]) -> list[Risk]:
@@ -154,6 +192,7 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
                 if any(fc.path.startswith(("spec.nodeLabels", "spec.tolerations")) for fc in change.fields):
                     risks.append(Risk(change.key, f"{RECREATE}: nodeLabels and tolerations are immutable "
                                                   "while topologyName is set"))
+            risks.extend(_contract_risks(change.key, old_obj, new[change.key]))
             if kind == "ClusterQueue":
                 before = _quotas_by_class(old_obj, base_classes)
                 after = _quotas_by_class(new[change.key], new_classes)
@@ -190,6 +229,9 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
                                               "can no longer be created"))
             if kind == "LocalQueue":
                 risks.append(Risk(change.key, "local queue removed: jobs in this namespace are no longer admitted"))
+            if kind == "WorkloadPriorityClass":
+                risks.append(Risk(change.key, f"priority class {name} removed: jobs naming it are refused at "
+                                              "submission; queued jobs keep the priority they were given"))
             if kind == "ClusterQueue":
                 risks.append(Risk(change.key, f"{WAITS_ON_WORKLOADS}: Kueue keeps the ClusterQueue Terminating "
                                               "(resource-in-use finalizer) until the workloads reserving quota in it "

@@ -12,7 +12,9 @@ def synced_objects(inventory: Inventory) -> list[dict[str, Any]]:
     """Everything Argo CD syncs from the rendered tree, each with its sync wave."""
     objects = [
         *core.namespaces(inventory),
+        *core.job_limits(inventory),
         *trainer.runtimes(inventory),
+        *kueue.workload_priority_classes(inventory),
         *kueue.resource_flavors(inventory),
         *kueue.cluster_queues(inventory),
         *kueue.local_queues(inventory),

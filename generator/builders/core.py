@@ -1,4 +1,5 @@
-"""Core API (v1): the research Namespaces, when the inventory asks for them (cluster.createNamespaces).
+"""Core API (v1): the research Namespaces, when the inventory asks for them (cluster.createNamespaces), and the
+job-limits ConfigMap in each research namespace.
 
 A Namespace holds users' data (home and workspace PVCs, which are never rendered), so Argo CD must never
 prune it when a group leaves the inventory nor delete it with the Application: `Prune=false,Delete=false`.
@@ -17,7 +18,8 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Inventory
 from generator.kinds import CORE
-from generator.inventory.naming import RESEARCH_GROUP_LABEL
+from generator.inventory.naming import (JOB_LIMITS, RESEARCH_GROUP_LABEL, allowed_priorities, default_priority,
+                                        reachable, walltime_seconds)
 
 API_VERSION = CORE.api_version
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
@@ -39,3 +41,44 @@ def namespaces(inventory: Inventory) -> list[dict[str, Any]]:
                              annotations={SYNC_OPTIONS: NEVER_PRUNE_OR_DELETE,
                                           COMPARE_OPTIONS: "IgnoreExtraneous"}),
     } for group_name, group in inventory.groups.items() for namespace in group.namespaces]
+
+
+def job_limits_data(inventory: Inventory, group_name: str) -> dict[str, str]:
+    """What the guardrails need to know about a group at admission, as flat strings (ConfigMap data):
+    the priorities it may name and its default, and per class its walltime default and maximum (seconds) and
+    the most GPUs it can ever hold there. `walltime.*` without a class is for a plain Job that does not pin a
+    class: the strictest of its classes."""
+    group = inventory.groups[group_name]
+    classes = sorted(group.allocations)
+    walltimes = {name: walltime_seconds(inventory, group, name) for name in classes}
+    data = {
+        "group": group_name,
+        "classes": ",".join(classes),
+        "priorities": ",".join(allowed_priorities(inventory, group)),
+        "defaultPriority": default_priority(inventory, group) or "",
+        "walltime.default": str(min(default for default, _ in walltimes.values())),
+        "walltime.maximum": str(min(maximum for _, maximum in walltimes.values())),
+    }
+    for name in classes:
+        default, maximum = walltimes[name]
+        data[f"{name}.walltime.default"] = str(default)
+        data[f"{name}.walltime.maximum"] = str(maximum)
+        data[f"{name}.gpus"] = str(int(reachable(inventory, group_name, name, "gpus")))
+    return dict(sorted(data.items()))
+
+
+def job_limits(inventory: Inventory) -> list[dict[str, Any]]:
+    """The job-limits ConfigMap of every research namespace (read by the Kyverno policies; researchers may read
+    it too). Rendered whether or not gpugen creates the namespaces."""
+    objects = []
+    for group_name, group in inventory.groups.items():
+        data = job_limits_data(inventory, group_name)
+        for namespace in group.namespaces:
+            objects.append({
+                "apiVersion": API_VERSION,
+                "kind": "ConfigMap",
+                "metadata": metadata(inventory, JOB_LIMITS, namespace=namespace,
+                                     labels={RESEARCH_GROUP_LABEL: group_name}),
+                "data": data,
+            })
+    return objects

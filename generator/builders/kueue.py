@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders.common import metadata
-from generator.inventory.models import Allocation, GpuClass, Group, Inventory, ResourceAmounts
+from generator.inventory.models import Allocation, GpuClass, Group, Inventory, Priority, ResourceAmounts
 from generator.kinds import KUEUE, KUEUE_CONFIG
 from generator.inventory.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, NAMESPACE_NAME_LABEL, allocated_pods,
                                         flavor_name, research_namespaces)
@@ -68,11 +68,14 @@ def cluster_queue(inventory: Inventory, group_name: str, group: Group) -> dict[s
     spec["queueingStrategy"] = "BestEffortFIFO"
     spec["stopPolicy"] = "None"
     spec["preemption"] = {
+        # Kueue ignores borrowWithinCohort under fair sharing, and refuses it with reclaimWithinCohort: Never.
         "borrowWithinCohort": {"policy": "Never"},
         "reclaimWithinCohort": group.reclaimWithinCohort,
-        "withinClusterQueue": "Never",
+        "withinClusterQueue": group.preemptWithinGroup,
     }
     spec["flavorFungibility"] = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+    if inventory.cluster.queueing.fairSharing:
+        spec["fairSharing"] = {"weight": str(group.weight)}
     annotations = {"gpugen/description": group.description} if group.description else None
     return {
         "apiVersion": API_VERSION,
@@ -89,6 +92,22 @@ def local_queue(inventory: Inventory, group_name: str, namespace: str) -> dict[s
         "metadata": metadata(inventory, DEFAULT_LOCAL_QUEUE, namespace=namespace),
         "spec": {"clusterQueue": group_name, "stopPolicy": "None"},
     }
+
+
+def workload_priority_class(inventory: Inventory, name: str, priority: Priority) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": "WorkloadPriorityClass",
+        "metadata": metadata(inventory, name),
+        "value": priority.value,
+    }
+    if priority.description:
+        obj["description"] = priority.description
+    return obj
+
+
+def workload_priority_classes(inventory: Inventory) -> list[dict[str, Any]]:
+    return [workload_priority_class(inventory, name, priority) for name, priority in sorted(inventory.priorities.items())]
 
 
 def resource_flavors(inventory: Inventory) -> list[dict[str, Any]]:
@@ -116,6 +135,9 @@ def local_queues(inventory: Inventory) -> list[dict[str, Any]]:
 #   TrainJob's JobSet would get the `default` queue label and be queued a second time.
 KUEUE_INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
 CONFIG_API_VERSION = KUEUE_CONFIG.api_version
+# Kueue's documented default: preempt a borrower only while the reclaiming group's share, with its job, stays at
+# or under the borrower's share without the preempted job; failing that, while it stays under the borrower's.
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 
 def manager_configuration(inventory: Inventory) -> dict[str, Any]:
@@ -144,4 +166,6 @@ def manager_configuration(inventory: Inventory) -> dict[str, Any]:
             "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
         },
         "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
+        **({"fairSharing": {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)}}
+           if inventory.cluster.queueing.fairSharing else {}),
     }

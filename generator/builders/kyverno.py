@@ -18,6 +18,12 @@ The seed page promises things no runtime can enforce on its own; these policies 
   not request: device-selection variables and CDI annotations are the device plugin's, and every container
   without a GPU request gets NVIDIA_VISIBLE_DEVICES=void over its image's default.
 - trainjob-image-arch: an image a TrainJob sets must offer the platform of its runtime's class.
+- job-defaults (MutatingPolicy): a new TrainJob or Job without a priority class or walltime label gets its
+  group's default ones, and a Job a finished-job TTL.
+- job-limits: a new TrainJob or Job that could never run is refused at submission (more GPUs, CPU or memory per
+  node than a node of its class has, more nodes than the class has, more GPUs than its group can ever hold), and
+  so is a priority class the group may not use, a walltime over its maximum, or a priorityClassName on any pod
+  (the scheduler would preempt other groups' pods outside Kueue's accounting).
 
 Each policy's CEL is a data file, kyverno_cel/<policy>.yaml, written as it is rendered: `$name` placeholders
 are filled with CEL literals of the named parameters (runtime names, architectures, claims, controller
@@ -45,8 +51,9 @@ from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory.models import Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
-from generator.inventory.naming import (GPU_RESOURCE, NAMESPACE_NAME_LABEL, controller_identities, research_namespaces,
-                                        runtime_name)
+from generator.inventory import duration
+from generator.inventory.naming import (GPU_RESOURCE, JOB_LIMITS, NAMESPACE_NAME_LABEL, controller_identities,
+                                        research_namespaces, runtime_name)
 
 API_VERSION = KYVERNO.api_version
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -73,6 +80,11 @@ GPU_PODS = "gpu-pods-from-jobs"
 GPU_VISIBILITY = "gpu-visibility"
 MUTATE_GPU_VISIBILITY = "pod-gpu-visibility"
 IMAGE_ARCH = "trainjob-image-arch"
+DEFAULTS = "job-defaults"
+LIMITS = "job-limits"
+# Kueue's labels for a job's WorkloadPriorityClass and maximum execution time (seconds).
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+WALLTIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 _TRAINER_GROUP, _TRAINER_VERSION = TRAINER.name, TRAINER.version
 
@@ -427,6 +439,75 @@ def trainjob_image_arch(inventory: Inventory) -> dict[str, Any]:
                        cel_)
 
 
+# --- 10. The research-computing contract: defaults and limits at submission ----------------------------------
+
+
+def _pointer(label: str) -> str:
+    """A label's JSON-pointer path segment (RFC 6901: ~ is ~0, / is ~1)."""
+    return label.replace("~", "~0").replace("/", "~1")
+
+
+def _class_facts(inventory: Inventory) -> dict[str, Any]:
+    """The classes' facts the contract's CEL needs; the group's own limits come from its job-limits ConfigMap."""
+    classes = sorted(inventory.classes.items())
+    return {
+        "runtimeClasses": {runtime_name(name): name for name, _ in classes},
+        "classSelectors": {name: dict(sorted(c.nodeSelector.items())) for name, c in classes},
+    }
+
+
+def job_defaults(inventory: Inventory) -> dict[str, Any]:
+    controllers = controller_identities(inventory)
+    ttl = inventory.cluster.queueing.finishedJobTTL
+    cel_ = fill(
+        _template(DEFAULTS),
+        controllers=sorted({controllers.trainer, controllers.jobset, controllers.kueue}),
+        limitsName=JOB_LIMITS,
+        priorityLabel=PRIORITY_LABEL,
+        priorityPointer=_pointer(PRIORITY_LABEL),
+        walltimeLabel=WALLTIME_LABEL,
+        walltimePointer=_pointer(WALLTIME_LABEL),
+        ttlSeconds=duration.seconds(ttl),
+        **_class_facts(inventory),
+    )
+    description = (f"A new TrainJob or Job without {PRIORITY_LABEL} or {WALLTIME_LABEL} gets its group's default "
+                   f"(ConfigMap {JOB_LIMITS} of its namespace); a Job without ttlSecondsAfterFinished is deleted "
+                   f"{ttl} after it finishes.")
+    # UPDATEs match too (and change nothing): every policy on a kind then shares the same rules.
+    match = _match(inventory, _trainjobs(["CREATE", "UPDATE"]), _jobs(["CREATE", "UPDATE"]))
+    return _mutating(inventory, DEFAULTS, description, match, cel_)
+
+
+def job_limits(inventory: Inventory) -> dict[str, Any]:
+    controllers = controller_identities(inventory)
+    classes = sorted(inventory.classes.items())
+    cel_ = fill(
+        _template(LIMITS),
+        controllers=sorted({controllers.trainer, controllers.jobset, controllers.kueue, controllers.job}),
+        limitsName=JOB_LIMITS,
+        priorityLabel=PRIORITY_LABEL,
+        walltimeLabel=WALLTIME_LABEL,
+        gpu=GPU_RESOURCE,
+        nodeGpus={name: c.perNode.gpus for name, c in classes},
+        nodeCpu={name: str(c.perNode.cpu) for name, c in classes},
+        nodeMemory={name: str(c.perNode.memory) for name, c in classes},
+        classNodes={name: c.nodes for name, c in classes},
+        classNumNodes={name: c.numNodes for name, c in classes},
+        missingTail=(": it holds the group's limits (rendered by gpugen); ask the platform team to sync the "
+                     "platform, then submit again"),
+        priorityClassTail=(f": a pod's scheduling priority would preempt other groups' pods outside Kueue; a job's "
+                           f"priority is the label {PRIORITY_LABEL}"),
+        **_class_facts(inventory),
+    )
+    description = ("A new TrainJob or Job is refused when it could never run (per node more GPUs, CPU or memory "
+                   "than a node of its class has, more nodes than the class has, more GPUs than its group can ever "
+                   f"hold) or names a priority class its group may not use or a {WALLTIME_LABEL} over the "
+                   "group's maximum; no pod names a priorityClassName.")
+    operations = ["CREATE", "UPDATE"]
+    match = _match(inventory, _pods(["CREATE"]), _trainjobs(operations), _jobs(operations))
+    return _validating(inventory, LIMITS, description, match, cel_, pods=True)
+
+
 def policies(inventory: Inventory) -> list[dict[str, Any]]:
     return [
         job_pod_storage(inventory),
@@ -439,4 +520,6 @@ def policies(inventory: Inventory) -> list[dict[str, Any]]:
         gpu_pods_from_jobs(inventory),
         gpu_visibility(inventory),
         trainjob_image_arch(inventory),
+        job_defaults(inventory),
+        job_limits(inventory),
     ]

@@ -15,12 +15,13 @@ from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
 from generator.kinds import BATCH, CORE, KUEUE, RBAC, TRAINER
-from generator.inventory.naming import KUBE_SYSTEM, RESEARCH_GROUP_LABEL
+from generator.inventory.naming import JOB_LIMITS, KUBE_SYSTEM, RESEARCH_GROUP_LABEL
 
 API_VERSION = RBAC.api_version
 RBAC_GROUP = RBAC.name
 RUNTIME_READER = "training-runtime-reader"
 RESEARCHER = "researcher"
+KUEUE_VISIBILITY = "visibility.kueue.x-k8s.io"  # Kueue's aggregated API of pending workloads
 
 READ = ["get", "list", "watch"]
 # Exactly what a researcher needs, and nothing more:
@@ -31,8 +32,12 @@ RESEARCHER_RULES = [
     {"apiGroups": [BATCH.name], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
     # kubeflow 0.5's list_runtimes() and train(runtime=...) read namespaced runtimes first and raise on 403.
     {"apiGroups": [TRAINER.name], "resources": ["trainingruntimes"], "verbs": READ},
-    # Their place in the queue.
+    # Their place in the queue: their Workloads, and Kueue's visibility API for the pending ones ahead of them
+    # (kubectl get --raw .../localqueues/default/pendingworkloads), in their own namespaces only.
     {"apiGroups": [KUEUE.name], "resources": ["localqueues", "workloads"], "verbs": READ},
+    {"apiGroups": [KUEUE_VISIBILITY], "resources": ["localqueues/pendingworkloads"], "verbs": ["get"]},
+    # Their group's limits (priorities, walltimes, the most GPUs it can hold), as the guardrails read them.
+    {"apiGroups": [CORE.name], "resources": ["configmaps"], "resourceNames": [JOB_LIMITS], "verbs": ["get"]},
     # Pods, their logs and events, for the SDK's get_job(), get_job_logs() and get_job_events().
     {"apiGroups": [CORE.name], "resources": ["pods", "pods/log", "events"], "verbs": READ},
 ]

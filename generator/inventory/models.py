@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, create_model
 
 from generator.components import COMPONENTS
+from generator.inventory import duration
 from generator.inventory.quantity import parse_quantity
 from generator.limits import DNS1123_LABEL, DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
 
@@ -65,6 +66,25 @@ def _image(ref: str) -> str:
     return ref
 
 
+def _duration(text: str) -> str:
+    total = duration.seconds(text)
+    if total == 0:
+        raise ValueError(f"{text!r} is zero: a duration must be at least 1s")
+    if total > duration.MAX_SECONDS:
+        raise ValueError(f"{text!r} is {total} seconds, more than Kubernetes' int32 seconds fields hold "
+                         f"({duration.show(duration.MAX_SECONDS)})")
+    return text
+
+
+def _weight(value: str | int) -> str:
+    text = str(value)
+    # Kueue: a weight of 0 means "always last"; otherwise it must exceed 10^-9.
+    number = parse_quantity(text)
+    if number != 0 and number <= parse_quantity("1n"):
+        raise ValueError(f"{text!r}: a weight is 0 or more than 1n (Kueue's smallest)")
+    return text
+
+
 def _identity(name: str) -> str:
     # system: names belong to Kubernetes itself (system:authenticated would hand a namespace to every user).
     if name.startswith("system:"):
@@ -89,6 +109,9 @@ ImageRef = Annotated[str, AfterValidator(_image)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 Identity = Annotated[str, StringConstraints(min_length=1), AfterValidator(_identity)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Duration = Annotated[str, StringConstraints(pattern=duration.PATTERN), AfterValidator(_duration)]
+Weight = Annotated[str | int, Field(union_mode="left_to_right"), BeforeValidator(_not_a_float),
+                   AfterValidator(_quantity), AfterValidator(_weight)]
 Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(ge=1)]
 
@@ -203,6 +226,17 @@ Components = create_model(
     **{name: _component_field(name, facts.default_namespace) for name, facts in COMPONENTS.items()})
 
 
+class Queueing(Strict):
+    """How research groups share a cohort's GPUs."""
+
+    # Kueue's fair sharing: a cohort's idle quota goes to the group with the lowest weighted share of what it
+    # borrows, and a group reclaiming its own quota preempts the borrower with the highest share first.
+    fairSharing: bool = True
+    # A finished plain Job (and its pods) is deleted this long after it ends (spec.ttlSecondsAfterFinished,
+    # unless the Job sets its own).
+    finishedJobTTL: Duration = "7d"
+
+
 class Cluster(Strict):
     name: DnsLabel
     gpuClassLabel: LabelKey
@@ -215,6 +249,7 @@ class Cluster(Strict):
     # Render each research namespace as a Namespace (Pod Security: baseline enforced, restricted warned) that
     # Argo CD never prunes or deletes. false: namespaces are made elsewhere and only referenced.
     createNamespaces: bool = True
+    queueing: Queueing = Queueing()
 
 
 class Toleration(Strict):
@@ -234,6 +269,14 @@ class NodeResources(Strict):
     pods: Positive = 110
 
 
+class Walltime(Strict):
+    """How long a job may run once admitted (Kueue's maximum execution time): `default` for a job that names
+    none, `maximum` for the most a job may ask for with kueue.x-k8s.io/max-exec-time-seconds."""
+
+    default: Duration
+    maximum: Duration
+
+
 class GpuClass(Strict):
     description: str = ""
     arch: Literal["arm64", "amd64"]
@@ -244,6 +287,7 @@ class GpuClass(Strict):
     perNode: NodeResources
     tolerations: list[Toleration] = []
     numNodes: Positive = 1
+    walltime: Walltime = Walltime(default="24h", maximum="7d")
 
 
 class ResourceAmounts(Strict):
@@ -278,18 +322,47 @@ class Identities(Strict):
     users: list[Identity] = []
 
 
+class GroupWalltime(Strict):
+    """A group's own walltime on one class; an unset field keeps the class's."""
+
+    default: Duration | None = None
+    maximum: Duration | None = None
+
+
 class Group(Strict):
     description: str = ""
     namespaces: list[DnsLabel] = Field(min_length=1)
     identities: Identities = Identities()
     cohort: DnsSubdomain | None = None
-    reclaimWithinCohort: Literal["Never", "LowerPriority", "Any"] = "Never"
+    # Whether the group takes back its lent quota by preempting borrowers in its cohort: Any (at once, whatever
+    # their priority), LowerPriority (only lower-priority borrowers), Never (it waits until they end).
+    reclaimWithinCohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    # Whether a job of the group preempts the group's own running jobs of lower priority to fit in its quota.
+    preemptWithinGroup: Literal["Never", "LowerPriority"] = "LowerPriority"
+    # Fair-sharing weight (cluster.queueing.fairSharing): a higher weight gets more of the cohort's idle quota.
+    weight: Weight = "1"
+    # The priority classes the group's jobs may name; unset: every one in `priorities`.
+    priorities: list[DnsSubdomain] | None = None
+    # The priority of a job that names none; unset: the one marked default in `priorities`.
+    defaultPriority: DnsSubdomain | None = None
+    walltime: dict[str, GroupWalltime] = {}
     allocations: dict[str, Allocation] = Field(min_length=1)
+
+
+class Priority(Strict):
+    """A Kueue WorkloadPriorityClass: a job names it with the label kueue.x-k8s.io/priority-class."""
+
+    value: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+    description: Annotated[str, StringConstraints(max_length=2048)] = ""
+    # The priority of a job that names none (a group's defaultPriority overrides it).
+    default: bool = False
 
 
 class Inventory(Strict):
     cluster: Cluster
     classes: dict[DnsLabel, GpuClass] = Field(min_length=1)
+    # Kueue WorkloadPriorityClasses, by name; none: every job has priority 0.
+    priorities: dict[DnsSubdomain, Priority] = {}
     groups: dict[DnsSubdomain, Group] = Field(min_length=1)
 
 

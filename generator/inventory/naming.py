@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from generator.components import COMPONENTS
-from generator.inventory.models import Allocation, GpuClass, Inventory
+from generator.inventory import duration
+from generator.inventory.models import Allocation, GpuClass, Group, Inventory
+from generator.inventory.quantity import parse_quantity
 
 # Annotation on each ResourceFlavor naming the inventory class it serves (read back by `plan`).
 GPU_CLASS_ANNOTATION = "gpugen/gpu-class"
@@ -74,3 +77,63 @@ def controller_identities(inventory: Inventory) -> ControllerIdentities:
         return f"system:serviceaccount:{components[name].namespace}:{COMPONENTS[name].service_account}"
     return ControllerIdentities(kueue=identity("kueue"), trainer=identity("trainer"), jobset=identity("jobset"),
                                 job=controllers.job)
+
+
+# --- The research-computing contract: what each group's jobs may ask for -----------------------------------
+
+# The ConfigMap in each research namespace that tells the guardrails, at admission, the group's limits.
+JOB_LIMITS = "job-limits"
+
+
+def allowed_priorities(inventory: Inventory, group: Group) -> list[str]:
+    """The priority classes the group's jobs may name, in the inventory's order of `priorities`."""
+    if group.priorities is None:
+        return list(inventory.priorities)
+    return [name for name in inventory.priorities if name in group.priorities]
+
+
+def default_priority(inventory: Inventory, group: Group) -> str | None:
+    """The priority class a job of the group gets when it names none (None: the inventory has no priorities)."""
+    if group.defaultPriority is not None:
+        return group.defaultPriority
+    return next((name for name, priority in inventory.priorities.items() if priority.default), None)
+
+
+def walltime_seconds(inventory: Inventory, group: Group, class_name: str) -> tuple[int, int]:
+    """(default, maximum) run time in seconds of the group's jobs on the class: the group's override, else the
+    class's."""
+    class_walltime = inventory.classes[class_name].walltime
+    override = group.walltime.get(class_name)
+    default = override.default if override and override.default else class_walltime.default
+    maximum = override.maximum if override and override.maximum else class_walltime.maximum
+    return duration.seconds(default), duration.seconds(maximum)
+
+
+def reachable(inventory: Inventory, group_name: str, class_name: str, resource: str) -> Decimal:
+    """The most of `resource` on the class the group's jobs can ever hold at once: its nominal quota plus what its
+    cohort could lend it (each other member's lending limit, else its nominal quota), within its borrowing
+    limit. A job asking for more waits forever: Kueue never admits it."""
+    group = inventory.groups[group_name]
+    allocation = group.allocations[class_name]
+    gpu_class = inventory.classes[class_name]
+    own = allocated_amount(allocation, resource, gpu_class)
+    if group.cohort is None:
+        return own
+    lendable = Decimal(0)
+    for other_name, other in inventory.groups.items():
+        if other_name == group_name or other.cohort != group.cohort or class_name not in other.allocations:
+            continue
+        other_allocation = other.allocations[class_name]
+        limit = getattr(other_allocation.lendingLimit, resource, None) if other_allocation.lendingLimit else None
+        lendable += parse_quantity(str(limit)) if limit is not None else allocated_amount(other_allocation, resource, gpu_class)
+    borrowing = getattr(allocation.borrowingLimit, resource, None) if allocation.borrowingLimit else None
+    if borrowing is not None:
+        lendable = min(lendable, parse_quantity(str(borrowing)))
+    return own + lendable
+
+
+def allocated_amount(allocation: Allocation, resource: str, gpu_class: GpuClass) -> Decimal:
+    """A group's nominal quota of one inventory resource field on a class (pods as allocated_pods says)."""
+    if resource == "pods":
+        return Decimal(allocated_pods(allocation, gpu_class))
+    return parse_quantity(str(getattr(allocation, resource)))

@@ -14,7 +14,9 @@ from decimal import Decimal
 from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import exact_arithmetic, format_total, parse_quantity
-from generator.inventory.naming import KUBERNETES_RESOURCE, allocated_pods, flavor_name, reserved_namespaces, runtime_name
+from generator.inventory import duration
+from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, default_priority, flavor_name,
+                                        reserved_namespaces, runtime_name, walltime_seconds)
 
 Finding = tuple[tuple[str | int, ...], str]
 
@@ -38,6 +40,8 @@ def _findings(inventory: Inventory) -> list[Finding]:
         *_check_groups(inventory),
         *_check_access(inventory),
         *_check_capacity(inventory),
+        *_check_priorities(inventory),
+        *_check_walltimes(inventory),
         *_check_file_names(inventory),
     ]
 
@@ -186,15 +190,9 @@ def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) 
             limit = getattr(limits, resource)
             if limit is None:
                 continue
-            nominal = _amount(allocation, resource, gpu_class)
+            nominal = allocated_amount(allocation, resource, gpu_class)
             if parse_quantity(str(limit)) > nominal:
                 yield where + (kind, resource), f"lends {limit}, more than the nominal {resource} quota {_show(resource, nominal)}"
-
-
-def _amount(allocation: Allocation, resource: str, gpu_class) -> Decimal:
-    if resource == "pods":
-        return Decimal(allocated_pods(allocation, gpu_class))
-    return parse_quantity(str(getattr(allocation, resource)))
 
 
 def _show(resource: str, value: Decimal) -> str:
@@ -211,13 +209,72 @@ def _check_capacity(inventory: Inventory) -> Iterator[Finding]:
             running = Decimal(0)
             tipping_point = None  # the first allocation (in file order) that takes the sum past capacity
             for group_name, allocation in holders:
-                running += _amount(allocation, resource, gpu_class)
+                running += allocated_amount(allocation, resource, gpu_class)
                 if running > capacity and tipping_point is None:
                     tipping_point = ("groups", group_name, "allocations", class_name, resource)
             if tipping_point is not None:
-                shares = ", ".join(f"{group} {_show(resource, _amount(allocation, resource, gpu_class))}"
+                shares = ", ".join(f"{group} {_show(resource, allocated_amount(allocation, resource, gpu_class))}"
                                    for group, allocation in holders)
                 yield tipping_point, (
                     f"class {class_name} {resource} oversubscribed: groups are allocated {_show(resource, running)} "
                     f"({shares}) but {gpu_class.nodes} nodes x {getattr(gpu_class.perNode, resource)} = "
                     f"{_show(resource, capacity)}")
+
+
+def _check_priorities(inventory: Inventory) -> Iterator[Finding]:
+    """One default priority; each group names priorities that exist, and its default is one it may use."""
+    defaults = [name for name, priority in inventory.priorities.items() if priority.default]
+    for name in defaults[1:]:
+        yield ("priorities", name, "default"), (
+            f"priority {defaults[0]!r} is already the default: exactly one priority is the default")
+    if inventory.priorities and not defaults:
+        yield ("priorities",), ("no priority is marked default: true; a job that names none would get Kueue's "
+                                "priority 0 outside every class")
+    known = ", ".join(inventory.priorities) or "none: the inventory lists no priorities"
+    for group_name, group in inventory.groups.items():
+        where = ("groups", group_name)
+        seen: set[str] = set()
+        for index, name in enumerate(group.priorities or []):
+            if name not in inventory.priorities:
+                yield where + ("priorities", index), f"unknown priority {name!r} (priorities: {known})"
+            elif name in seen:
+                yield where + ("priorities", index), f"priority {name!r} is listed twice"
+            seen.add(name)
+        if group.priorities == [] and inventory.priorities:
+            yield where + ("priorities",), "lists no priority: its jobs could not run at all (leave it out for every one)"
+        if group.defaultPriority is not None and group.defaultPriority not in inventory.priorities:
+            yield where + ("defaultPriority",), f"unknown priority {group.defaultPriority!r} (priorities: {known})"
+            continue
+        default = default_priority(inventory, group)
+        if default is not None and group.priorities is not None and default not in group.priorities:
+            field = ("defaultPriority",) if group.defaultPriority is not None else ("priorities",)
+            yield where + field, (
+                f"the group's default priority {default!r} is not among the priorities it may use "
+                f"({', '.join(group.priorities) or 'none'}): its jobs that name none would be refused")
+        if not inventory.cluster.queueing.fairSharing and str(group.weight) != "1":
+            yield where + ("weight",), "a weight needs cluster.queueing.fairSharing: true (Kueue ignores it otherwise)"
+
+
+def _check_walltimes(inventory: Inventory) -> Iterator[Finding]:
+    """default <= maximum, for each class and after each group's override; overrides name the group's classes."""
+    for class_name, gpu_class in inventory.classes.items():
+        default, maximum = (duration.seconds(gpu_class.walltime.default),
+                            duration.seconds(gpu_class.walltime.maximum))
+        if default > maximum:
+            yield ("classes", class_name, "walltime", "default"), (
+                f"default {gpu_class.walltime.default} is longer than the maximum {gpu_class.walltime.maximum}")
+    for group_name, group in inventory.groups.items():
+        for class_name, override in group.walltime.items():
+            where = ("groups", group_name, "walltime", class_name)
+            if class_name not in group.allocations:
+                yield where, (f"the group has no allocation on class {class_name!r} "
+                              f"(its classes: {', '.join(group.allocations)})")
+                continue
+            if class_name not in inventory.classes:
+                continue  # reported with the allocation
+            default, maximum = walltime_seconds(inventory, group, class_name)
+            if default > maximum:
+                field = "default" if override.default else "maximum"
+                yield where + (field,), (
+                    f"the group's default walltime {duration.show(default)} on {class_name} is longer than its "
+                    f"maximum {duration.show(maximum)}")

@@ -46,6 +46,8 @@ RESEARCHER_PERMISSIONS = {
     ("trainer.kubeflow.org", "trainingruntimes"): {"get", "list", "watch"},
     ("kueue.x-k8s.io", "localqueues"): {"get", "list", "watch"},
     ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch"},
+    ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads"): {"get"},
+    ("", "configmaps[job-limits]"): {"get"},
     ("", "pods"): {"get", "list", "watch"},
     ("", "pods/log"): {"get", "list", "watch"},
     ("", "events"): {"get", "list", "watch"},
@@ -54,7 +56,8 @@ RESEARCHER_PERMISSIONS = {
 EVERYONE = {("trainer.kubeflow.org", "clustertrainingruntimes"): {"get", "list", "watch"}}
 # The API groups the platform's objects live in; Kubernetes' own default grants to every user (self-reviews,
 # discovery) are outside them.
-PLATFORM_GROUPS = {"", "batch", "trainer.kubeflow.org", "kueue.x-k8s.io", "rbac.authorization.k8s.io"}
+PLATFORM_GROUPS = {"", "batch", "trainer.kubeflow.org", "kueue.x-k8s.io", "visibility.kueue.x-k8s.io",
+                   "rbac.authorization.k8s.io"}
 
 
 def train_fn():  # the SDK sends this function's source as the container command
@@ -278,12 +281,13 @@ def rules_review(person: Researcher, namespace: str) -> dict[tuple[str, str], se
     assert not status.get("incomplete"), status
     allowed: dict[tuple[str, str], set[str]] = {}
     for rule in status["resourceRules"]:
-        assert not rule.get("resourceNames"), rule
+        # A rule on named objects only is keyed resource[name,...].
+        names = f"[{','.join(sorted(rule['resourceNames']))}]" if rule.get("resourceNames") else ""
         for group in rule.get("apiGroups", []):
             if group not in PLATFORM_GROUPS and group != "*":
                 continue
             for resource in rule["resources"]:
-                allowed.setdefault((group, resource), set()).update(rule["verbs"])
+                allowed.setdefault((group, resource + names), set()).update(rule["verbs"])
     return allowed
 
 

@@ -39,28 +39,31 @@ from simulation.upstream import module_dir as vs_module_dir
 from tests.support.kubeflow_sdk import train_job_from_sdk
 
 from generator import emit
-from generator.builders import kyverno, trainer
+from generator.builders import core, kyverno, trainer
 from generator.inventory import load_inventory
 from generator.inventory.models import Inventory
 from generator.kinds import JOBSET
-from generator.inventory.naming import controller_identities
+from generator.inventory.duration import seconds
+from generator.inventory.naming import controller_identities, runtime_name
 from generator.versions import pin
 from tests.support.inventories import variant
 from tests.support.registry import REGISTRY, REGISTRY_PASSWORD, REGISTRY_USER
 
 HERE = REPO / "tests" / "policies"
 CASES_FILE = HERE / "cases.yaml"
-INVENTORIES = {"flame": REPO / "gpu_classes.yaml", "two-classes": HERE / "two-classes.yaml"}
+INVENTORIES = {"flame": REPO / "gpu_classes.yaml", "two-classes": HERE / "two-classes.yaml",
+               "no-lending": HERE / "no-lending.yaml"}
 TRAINER_CRDS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
 # The policies that match each kind (every one of them is checked for every case of that kind).
 POLICIES_FOR = {
     "TrainJob": (kyverno.CLAIMS, kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.OWNERSHIP,
-                 kyverno.GPU_VISIBILITY, kyverno.IMAGE_ARCH),
-    "Job": (kyverno.CLAIMS, kyverno.QUEUE, kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY),
+                 kyverno.GPU_VISIBILITY, kyverno.IMAGE_ARCH, kyverno.DEFAULTS, kyverno.LIMITS),
+    "Job": (kyverno.CLAIMS, kyverno.QUEUE, kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY, kyverno.DEFAULTS, kyverno.LIMITS),
     "JobSet": (kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY),
-    "Pod": (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.GPU_PODS, kyverno.GPU_VISIBILITY),
+    "Pod": (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.GPU_PODS, kyverno.GPU_VISIBILITY,
+            kyverno.LIMITS),
 }
-MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY)
+MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.DEFAULTS)
 FLAG = {"ValidatingPolicy": "isValidatingPolicy", "MutatingPolicy": "isMutatingPolicy"}  # kyverno-test.yaml
 API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1",
                 "JobSet": JOBSET.api_version}
@@ -206,6 +209,44 @@ def claim_objects(inventory: Inventory, namespaces: set[str], claims: tuple[str,
             for ns, name in where]
 
 
+def limits_objects(inventory: Inventory, namespaces: set[str]) -> list[dict[str, Any]]:
+    """The job-limits ConfigMaps of the suite's research namespaces, as rendered."""
+    return [obj for obj in core.job_limits(inventory) if obj["metadata"]["namespace"] in namespaces]
+
+
+def _job_class(obj: dict[str, Any], inventory: Inventory) -> str:
+    if obj["kind"] == "TrainJob":
+        name = obj["spec"].get("runtimeRef", {}).get("name", "")
+        return next((c for c in inventory.classes if runtime_name(c) == name), "")
+    selector = obj["spec"].get("template", {}).get("spec", {}).get("nodeSelector", {})
+    matching = [c for c, gpu_class in inventory.classes.items()
+                if all(selector.get(k) == v for k, v in gpu_class.nodeSelector.items())]
+    return matching[0] if len(matching) == 1 else ""
+
+
+def with_job_defaults(obj: dict[str, Any], inventory: Inventory, case: Case) -> dict[str, Any]:
+    """What job-defaults must make of a case's TrainJob or Job, from the inventory's contract: a researcher's new
+    job gets the group's default priority class and its class's default walltime when it names none, and a Job
+    the finished-job TTL."""
+    user = username(case.user, inventory).get("username")
+    controllers = controller_identities(inventory)
+    group = next((g for g, grp in inventory.groups.items() if case.namespace in grp.namespaces), None)
+    if (obj["kind"] not in ("TrainJob", "Job") or case.operation != "CREATE" or group is None
+            or user in (controllers.trainer, controllers.jobset, controllers.kueue)):
+        return obj
+    data = core.job_limits_data(inventory, group)
+    job_class = _job_class(obj, inventory)
+    walltime_key = f"{job_class}.walltime.default" if f"{job_class}.walltime.default" in data else "walltime.default"
+    obj = json.loads(json.dumps(obj))
+    labels = obj["metadata"].setdefault("labels", {})
+    if data["defaultPriority"]:
+        labels.setdefault(kyverno.PRIORITY_LABEL, data["defaultPriority"])
+    labels.setdefault(kyverno.WALLTIME_LABEL, data[walltime_key])
+    if obj["kind"] == "Job":
+        obj["spec"].setdefault("ttlSecondsAfterFinished", seconds(inventory.cluster.queueing.finishedJobTTL))
+    return obj
+
+
 def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, crds: list[Path],
                  cases: list[Case] = CASES, images: dict[str, str] | None = None) -> dict[str, Suite]:
     """One suite per inventory, user, claims, credentials and operation: the CLI evaluates every resource of a
@@ -248,7 +289,8 @@ def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, c
         dump(directory / "cluster.yaml", {
             "apiVersion": "cli.kyverno.io/v1alpha1", "kind": "ClusterResource", "metadata": {"name": "crds"},
             "spec": {"crds": [str(crd) for crd in crds],
-                     "resources": namespaces + claim_objects(inventory, namespace_names, suite.claims)}})
+                     "resources": namespaces + claim_objects(inventory, namespace_names, suite.claims)
+                     + limits_objects(inventory, namespace_names)}})
         test["clusterResources"] = ["cluster.yaml"]
         results = []
         for case in suite.cases:
@@ -267,7 +309,7 @@ def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, c
                     # Mutated exactly as expected (after all mutating policies), or not at all.
                     patched = f"patched/{case.index:03d}-{case.name}.yaml"
                     want = (yaml.safe_load((HERE / "patched" / case.mutate).read_text()) if case.mutate
-                            else objects[case.key])
+                            else with_job_defaults(objects[case.key], inventory, case))
                     dump(directory / patched, want, images=images)
                     result["patchedResources"] = patched
                 results.append(result)
@@ -567,7 +609,8 @@ def update_responses(engine, tmp_path_factory, inventories, case_objects) -> dic
 @pytest.mark.parametrize("case", UPDATES, ids=[case.id for case in UPDATES])
 def test_update(update_responses, case):
     # ValidatingPolicies only; of the Pod policies only gpu-visibility matches an UPDATE (of ephemeralcontainers).
-    expected = [p for p in POLICIES_FOR[case.kind] if p not in MUTATING and not (case.kind == "Pod" and p == kyverno.GPU_PODS)]
+    expected = [p for p in POLICIES_FOR[case.kind]
+                if p not in MUTATING and not (case.kind == "Pod" and p in (kyverno.GPU_PODS, kyverno.LIMITS))]
     got = update_responses[case.index]
     assert [r["policy"] for r in got] == expected, got
     for response in got:

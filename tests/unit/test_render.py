@@ -54,10 +54,10 @@ def test_changed_render_swaps_in_a_new_tree_and_prunes_stale_files(workspace):
     inventory.write_text(inventory.read_text().replace("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, nlp-lab-courses]"))
     result = render(args)
     assert result.exit_code == 0
-    # Added and removed: the renamed namespace's Namespace, researcher RoleBinding and LocalQueue; changed: its
-    # ClusterQueue, the kustomization, and whatever else names the namespace (policies scoped to research
-    # namespaces).
-    assert re.search(r"rendered/: 3 added, \d+ changed, 3 removed", result.output), result.output
+    # Added and removed: the renamed namespace's Namespace, researcher RoleBinding, LocalQueue and job-limits
+    # ConfigMap; changed: its ClusterQueue, the kustomization, and whatever else names the namespace (policies
+    # scoped to research namespaces).
+    assert re.search(r"rendered/: 4 added, \d+ changed, 4 removed", result.output), result.output
     assert not (out / "kueue/localqueue/nlp-lab-teaching.default.yaml").exists()
     assert (out / "kueue/localqueue/nlp-lab-courses.default.yaml").exists()
     assert "kueue/localqueue/nlp-lab-courses.default.yaml" in (out / "kustomization.yaml").read_text()
