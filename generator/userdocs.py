@@ -13,8 +13,10 @@ from pathlib import Path
 from string import Template
 
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
+from generator.inventory import duration
 from generator.inventory.models import GpuClass, Inventory
-from generator.inventory.naming import flavor_name, runtime_name
+from generator.inventory.naming import (allowed_priorities, default_priority, flavor_name, reachable, runtime_name,
+                                        walltime_seconds)
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -67,7 +69,40 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         for group_name, group in sorted(inventory.groups.items())
         for class_name, allocation in sorted(group.allocations.items())
     ]
+    queueing = inventory.cluster.queueing
+    group_rows = []
+    limit_rows = []
+    for group_name, group in sorted(inventory.groups.items()):
+        allowed = allowed_priorities(inventory, group)
+        default = default_priority(inventory, group)
+        shown = ", ".join(f"`{p}`" + (" (default)" if p == default else "") for p in allowed) or "—"
+        group_rows.append(f"| `{group_name}` | {group.weight if queueing.fairSharing else '—'} | "
+                          f"{group.reclaimWithinCohort if group.cohort else '— (no cohort)'} | "
+                          f"{'yes' if group.preemptWithinGroup != 'Never' else 'no'} | {shown} |")
+        for class_name in sorted(group.allocations):
+            default_s, maximum_s = walltime_seconds(inventory, group, class_name)
+            limit_rows.append(f"| `{group_name}` | `{class_name}` | {duration.show(default_s)} | "
+                              f"{duration.show(maximum_s)} | {int(reachable(inventory, group_name, class_name, 'gpus'))} |")
+    if inventory.priorities:
+        listed = "; ".join(f"`{name}` ({p.value}{': ' + p.description if p.description else ''})"
+                           for name, p in sorted(inventory.priorities.items(), key=lambda item: -item[1].value))
+        priorities = (f"Name one with the label `kueue.x-k8s.io/priority-class` (Python: "
+                      f"`options=[Labels({{\"kueue.x-k8s.io/priority-class\": \"<name>\"}})]`): {listed}. Inside a "
+                      "group, a higher priority is admitted first and, where the group preempts, stops the group's "
+                      "running jobs of lower priority. A priority your group may not use is refused.")
+    else:
+        priorities = "This cluster defines no priorities: jobs are admitted in the order they were submitted."
+    fair_sharing = ("**Fair sharing.** Idle quota in a cohort goes to the group with the lowest weighted share of "
+                    "what it borrows (a higher weight gets more), and a group taking back its own quota preempts the "
+                    "borrower with the highest share first." if queueing.fairSharing else
+                    "Idle quota in a cohort is lent first come, first served.")
     return _template("runtimes.md").substitute(
+        fair_sharing=fair_sharing,
+        group_rows="\n".join(group_rows),
+        priorities=priorities,
+        limit_rows="\n".join(limit_rows),
+        finished_ttl=queueing.finishedJobTTL,
+        workspace_path=inventory.cluster.storage.workspace.mountPath,
         source=source,
         cluster=inventory.cluster.name.upper(),
         local_queue=DEFAULT_LOCAL_QUEUE,
