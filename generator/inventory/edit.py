@@ -15,7 +15,7 @@ from collections.abc import Callable
 from difflib import SequenceMatcher
 from typing import Any
 
-from ruamel.yaml import YAML
+from ruamel.yaml import YAML, YAMLError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
@@ -182,7 +182,14 @@ def _guess_indent(text: str) -> tuple[int, int, int]:
 
 def _round_trip(text: str, edit: Edit | None) -> str:
     yaml = _yaml(*_guess_indent(text))
-    document = yaml.load(text)  # with preserve_quotes, so "yes" stays quoted
+    try:
+        document = yaml.load(text)  # with preserve_quotes, so "yes" stays quoted
+    except YAMLError as exc:
+        # The file passed gpugen's reader; a construct the two readers take differently is refused, never guessed.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise EditRefused(f"the round-trip editor reads the inventory differently{where} "
+                          f"({getattr(exc, 'problem', None) or exc}): edit the file by hand") from None
     if not isinstance(document, CommentedMap):
         raise EditRefused("the inventory is not a mapping")
     if edit is not None:

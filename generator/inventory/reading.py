@@ -48,6 +48,15 @@ def check_characters(text: str, path: str) -> str:
         line, column = _line_column(text, bad.start())
         raise InventoryInvalid([Problem(path, line, column, "(file)",
                                         f"character U+{ord(bad.group()):04X} is not allowed in YAML")])
+    # A byte order mark is a marker at the start of the file. Elsewhere YAML readers disagree about it: one reads
+    # it as a new document, another as part of a comment or a string, so the file would mean different things to
+    # gpugen's reader and its editor.
+    inner_bom = text.find("\ufeff", 1)
+    if inner_bom != -1:
+        line, column = _line_column(text, inner_bom)
+        raise InventoryInvalid([Problem(path, line, column, "(file)",
+                                        "a byte order mark (U+FEFF) inside the file: remove it (only the first "
+                                        "character of a file may be one)")])
     return text
 
 

@@ -129,3 +129,17 @@ def test_a_read_only_inventory_is_refused_not_replaced(mode, through_link, inven
     assert (inventory.read_bytes(), inventory.stat().st_ino, inventory.stat().st_mtime_ns) == before
     assert sorted(path.name for path in inventory.parent.iterdir()) == sorted(
         ["gpu_classes.yaml"] + (["link.yaml"] if through_link else [])), "no temporary or lock file left"
+
+
+def test_a_byte_order_mark_inside_the_file_is_refused_by_edits_and_renders_alike(inventory):
+    """gpugen's reader and the round-trip editor once disagreed about a U+FEFF after the first line (the editor
+    crashed with ruamel's ParserError): it is refused at its line, by every command, and nothing is written."""
+    text = inventory.read_text(encoding="utf-8")
+    second = text.index("\n") + 1
+    inventory.write_text(text[:second] + "\ufeff" + text[second:], encoding="utf-8")
+    before = inventory.read_bytes(), inventory.stat().st_mtime_ns
+    result = CliRunner().invoke(main, ["inventory", "set-image", "--inventory", str(inventory), "gh200",
+                                       "ghcr.io/urcf/pytorch:2.10.0"])
+    assert result.exit_code == 2, result.output
+    assert re.search(r":2:1: \(file\): a byte order mark \(U\+FEFF\) inside the file", result.stderr), result.stderr
+    assert (inventory.read_bytes(), inventory.stat().st_mtime_ns) == before
