@@ -179,11 +179,20 @@ def test_second_gpu_is_borrowed_from_idle_cohort_then_the_cohort_is_exhausted(fl
     assert "insufficient unused quota" in d3.message and GPU in d3.message, d3.message
     assert flame.refresh(third)["spec"]["suspend"] is True, "a held job stays suspended"
 
-    # B's own GPU is lent out; with reclaimWithinCohort: Never B waits too.
-    b = flame.submit(trainjob_manifest("b-waits", B_NS))
-    db = flame.still_pending(b)
-    report.add("3 borrowing", db, "B's GPU is lent to A")
-    assert "insufficient unused quota" in db.message and GPU in db.message, db.message
+    # B's own GPU is lent out. With reclaimWithinCohort: Never B waits too; otherwise (Any, the default) B takes
+    # it back at once: Kueue preempts A's borrowing job, and A is back within its own quota.
+    if FLAME.groups[B].reclaimWithinCohort == "Never":
+        b = flame.submit(trainjob_manifest("b-waits", B_NS))
+        db = flame.still_pending(b)
+        report.add("3 borrowing", db, "B's GPU is lent to A")
+        assert "insufficient unused quota" in db.message and GPU in db.message, db.message
+    else:
+        b = flame.submit(trainjob_manifest("b-reclaims", B_NS))
+        db = flame.admitted(b)
+        report.add("3 borrowing", db, "B takes back the GPU it lent to A (A's borrowing job preempted)")
+        assert db.admitted and db.cluster_queue == B
+        flame.wait_cq_usage(A, "gh200", GPU, 1, 0)
+        flame.wait_cq_usage(B, "gh200", GPU, 1, 0)
 
 
 # ---------------------------------------------------------------- 4. the seed's two-node job
@@ -265,9 +274,10 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
     the researcher's own CREATE, a runtimePatches entry with manager kueue.x-k8s.io/manager (empty: placement
     is written on admission). No Kyverno engine runs here, so the rendered ValidatingPolicies are evaluated by
     the pinned kyverno CLI against the TrainJob exactly as the API server stored it, as the researcher.
-    job-claims is left out: it lists the namespace's PVCs, which `kyverno apply` cannot look up without a cluster
-    client; it is judged with cluster resources in tests/unit/test_policies.py and by the live admission controller in
-    tests/journeys and tests/simulation/test_live_admission.py."""
+    job-claims and job-limits are left out: they look up the namespace's PVCs and job-limits ConfigMap, which
+    `kyverno apply` cannot without a cluster client; they are judged with cluster resources in
+    tests/unit/test_policies.py and by the live admission controller in tests/journeys and
+    tests/simulation/test_live_admission.py."""
     kyverno = vs.tool_bin("kyverno")
     if not kyverno.is_file():
         vs.unavailable(f"{kyverno} is missing: run `make tools`")
@@ -283,7 +293,7 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
     policies = tmp_path / "policies"
     policies.mkdir()
     for f in (flame.tree / "kyverno" / "validatingpolicy").glob("*.yaml"):
-        if f.name != "job-claims.yaml":
+        if f.name not in ("job-claims.yaml", "job-limits.yaml"):
             (policies / f.name).write_bytes(f.read_bytes())
     out = subprocess.run([str(kyverno), "apply", str(policies), "--resource", str(tmp_path / "trainjob.yaml"),
                           "--userinfo", str(tmp_path / "user.yaml")], capture_output=True, text=True, timeout=300)
