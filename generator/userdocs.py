@@ -72,6 +72,7 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
     queueing = inventory.cluster.queueing
     group_rows = []
     limit_rows = []
+    gpu_reach = reachable(inventory, "gpus")
     for group_name, group in sorted(inventory.groups.items()):
         allowed = allowed_priorities(inventory, group)
         default = default_priority(inventory, group)
@@ -82,7 +83,7 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         for class_name in sorted(group.allocations):
             default_s, maximum_s = walltime_seconds(inventory, group, class_name)
             limit_rows.append(f"| `{group_name}` | `{class_name}` | {duration.show(default_s)} | "
-                              f"{duration.show(maximum_s)} | {int(reachable(inventory, group_name, class_name, 'gpus'))} |")
+                              f"{duration.show(maximum_s)} | {int(gpu_reach[(group_name, class_name)])} |")
     if inventory.priorities:
         listed = "; ".join(f"`{name}` ({p.value}{': ' + p.description if p.description else ''})"
                            for name, p in sorted(inventory.priorities.items(), key=lambda item: -item[1].value))

@@ -13,6 +13,7 @@ privileged container could open the node's GPU devices without asking Kueue for 
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from generator.builders.common import metadata
@@ -43,12 +44,14 @@ def namespaces(inventory: Inventory) -> list[dict[str, Any]]:
     } for group_name, group in inventory.groups.items() for namespace in group.namespaces]
 
 
-def job_limits_data(inventory: Inventory, group_name: str) -> dict[str, str]:
+def job_limits_data(inventory: Inventory, group_name: str,
+                    gpu_reach: dict[tuple[str, str], Decimal] | None = None) -> dict[str, str]:
     """What the guardrails need to know about a group at admission, as flat strings (ConfigMap data):
     the priorities it may name and its default, and per class its walltime default and maximum (seconds) and
     the most GPUs it can ever hold there. `walltime.*` without a class is for a plain Job that does not pin a
     class: the strictest of its classes."""
     group = inventory.groups[group_name]
+    gpu_reach = reachable(inventory, "gpus") if gpu_reach is None else gpu_reach
     classes = sorted(group.allocations)
     walltimes = {name: walltime_seconds(inventory, group, name) for name in classes}
     data = {
@@ -63,7 +66,7 @@ def job_limits_data(inventory: Inventory, group_name: str) -> dict[str, str]:
         default, maximum = walltimes[name]
         data[f"{name}.walltime.default"] = str(default)
         data[f"{name}.walltime.maximum"] = str(maximum)
-        data[f"{name}.gpus"] = str(int(reachable(inventory, group_name, name, "gpus")))
+        data[f"{name}.gpus"] = str(int(gpu_reach[(group_name, name)]))
     return dict(sorted(data.items()))
 
 
@@ -71,8 +74,9 @@ def job_limits(inventory: Inventory) -> list[dict[str, Any]]:
     """The job-limits ConfigMap of every research namespace (read by the Kyverno policies; researchers may read
     it too). Rendered whether or not gpugen creates the namespaces."""
     objects = []
+    gpu_reach = reachable(inventory, "gpus")
     for group_name, group in inventory.groups.items():
-        data = job_limits_data(inventory, group_name)
+        data = job_limits_data(inventory, group_name, gpu_reach)
         for namespace in group.namespaces:
             objects.append({
                 "apiVersion": API_VERSION,

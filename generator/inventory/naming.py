@@ -109,27 +109,36 @@ def walltime_seconds(inventory: Inventory, group: Group, class_name: str) -> tup
     return duration.seconds(default), duration.seconds(maximum)
 
 
-def reachable(inventory: Inventory, group_name: str, class_name: str, resource: str) -> Decimal:
-    """The most of `resource` on the class the group's jobs can ever hold at once: its nominal quota plus what its
-    cohort could lend it (each other member's lending limit, else its nominal quota), within its borrowing
-    limit. A job asking for more waits forever: Kueue never admits it."""
-    group = inventory.groups[group_name]
-    allocation = group.allocations[class_name]
-    gpu_class = inventory.classes[class_name]
-    own = allocated_amount(allocation, resource, gpu_class)
-    if group.cohort is None:
-        return own
-    lendable = Decimal(0)
-    for other_name, other in inventory.groups.items():
-        if other_name == group_name or other.cohort != group.cohort or class_name not in other.allocations:
+def reachable(inventory: Inventory, resource: str) -> dict[tuple[str, str], Decimal]:
+    """(group, class) -> the most of `resource` on the class the group's jobs can ever hold at once: its nominal
+    quota plus what its cohort could lend it (each other member's lending limit, else its nominal quota), within
+    its borrowing limit. A job asking for more waits forever: Kueue never admits it. Linear in the allocations:
+    each cohort's lendable total is summed once."""
+    def lendable(allocation: Allocation, gpu_class: GpuClass) -> Decimal:
+        limit = getattr(allocation.lendingLimit, resource, None) if allocation.lendingLimit else None
+        return parse_quantity(str(limit)) if limit is not None else allocated_amount(allocation, resource, gpu_class)
+
+    cohort_total: dict[tuple[str, str], Decimal] = {}
+    for group in inventory.groups.values():
+        if group.cohort is None:
             continue
-        other_allocation = other.allocations[class_name]
-        limit = getattr(other_allocation.lendingLimit, resource, None) if other_allocation.lendingLimit else None
-        lendable += parse_quantity(str(limit)) if limit is not None else allocated_amount(other_allocation, resource, gpu_class)
-    borrowing = getattr(allocation.borrowingLimit, resource, None) if allocation.borrowingLimit else None
-    if borrowing is not None:
-        lendable = min(lendable, parse_quantity(str(borrowing)))
-    return own + lendable
+        for class_name, allocation in group.allocations.items():
+            key = (group.cohort, class_name)
+            cohort_total[key] = cohort_total.get(key, Decimal(0)) + lendable(allocation, inventory.classes[class_name])
+    reach = {}
+    for group_name, group in inventory.groups.items():
+        for class_name, allocation in group.allocations.items():
+            gpu_class = inventory.classes[class_name]
+            own = allocated_amount(allocation, resource, gpu_class)
+            if group.cohort is None:
+                reach[(group_name, class_name)] = own
+                continue
+            borrowable = cohort_total[(group.cohort, class_name)] - lendable(allocation, gpu_class)
+            limit = getattr(allocation.borrowingLimit, resource, None) if allocation.borrowingLimit else None
+            if limit is not None:
+                borrowable = min(borrowable, parse_quantity(str(limit)))
+            reach[(group_name, class_name)] = own + borrowable
+    return reach
 
 
 def allocated_amount(allocation: Allocation, resource: str, gpu_class: GpuClass) -> Decimal:
