@@ -103,6 +103,7 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         priorities=priorities,
         limit_rows="\n".join(limit_rows),
         finished_ttl=queueing.finishedJobTTL,
+        max_grace=queueing.maxGracePeriod,
         workspace_path=inventory.cluster.storage.workspace.mountPath,
         source=source,
         cluster=inventory.cluster.name.upper(),

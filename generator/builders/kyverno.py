@@ -495,6 +495,9 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
         classNumNodes={name: c.numNodes for name, c in classes},
         missingTail=(": it holds the group's limits (rendered by gpugen); ask the platform team to sync the "
                      "platform, then submit again"),
+        maxGraceSeconds=duration.seconds(inventory.cluster.queueing.maxGracePeriod),
+        graceTail=(f" is longer than {duration.seconds(inventory.cluster.queueing.maxGracePeriod)} seconds: a "
+                   "stopped or preempted job must give its GPUs back within that (checkpoint more often instead)"),
         priorityClassTail=(f": a pod's scheduling priority would preempt other groups' pods outside Kueue; a job's "
                            f"priority is the label {PRIORITY_LABEL}"),
         **_class_facts(inventory),
@@ -502,7 +505,8 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
     description = ("A new TrainJob or Job is refused when it could never run (per node more GPUs, CPU or memory "
                    "than a node of its class has, more nodes than the class has, more GPUs than its group can ever "
                    f"hold) or names a priority class its group may not use or a {WALLTIME_LABEL} over the "
-                   "group's maximum; no pod names a priorityClassName.")
+                   "group's maximum or a longer terminationGracePeriodSeconds than "
+                   f"{inventory.cluster.queueing.maxGracePeriod}; no pod names a priorityClassName.")
     operations = ["CREATE", "UPDATE"]
     match = _match(inventory, _pods(["CREATE"]), _trainjobs(operations), _jobs(operations))
     return _validating(inventory, LIMITS, description, match, cel_, pods=True)

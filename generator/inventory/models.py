@@ -235,6 +235,9 @@ class Queueing(Strict):
     # A finished plain Job (and its pods) is deleted this long after it ends (spec.ttlSecondsAfterFinished,
     # unless the Job sets its own).
     finishedJobTTL: Duration = "7d"
+    # The longest terminationGracePeriodSeconds a job's pods may ask for: a preempted or reclaimed job gives its
+    # GPUs back at most this long after Kueue stops it.
+    maxGracePeriod: Duration = "5m"
 
 
 class Cluster(Strict):
