@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 
@@ -43,6 +44,7 @@ _SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN)
 _JSON_CHECK_FROM = MAX_OBJECT_BYTES // 3
 
 
+@lru_cache(maxsize=65536)  # pure; every object repeats the same few label keys and values
 def label_key_problem(key: str) -> str | None:
     """What is wrong with a label key ([prefix/]name), or None."""
     prefix, _, name = key.rpartition("/")
@@ -53,6 +55,7 @@ def label_key_problem(key: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=65536)
 def label_value_problem(value: str) -> str | None:
     """What is wrong with a label value (empty is allowed), or None."""
     if value and (len(value) > MAX_LABEL_VALUE or not _LABEL_NAME.fullmatch(value)):

@@ -18,6 +18,7 @@ The Kubernetes client's parse_quantity does not fit: it accepts what Kubernetes 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from decimal import ROUND_UP, Context, Decimal, localcontext
 
 _SUFFIX = {
@@ -40,6 +41,7 @@ _EXACT = Context(prec=100)
 _INT32 = range(-(2**31), 2**31)
 
 
+@lru_cache(maxsize=65536)  # pure, and a national inventory repeats the same few quantities thousands of times
 def parse_quantity(text: str) -> Decimal:
     """'480Gi' -> bytes, '500m' -> 0.5, '+1' -> 1; ValueError when Kubernetes would refuse it or could not
     hold it in an int64."""
