@@ -165,35 +165,49 @@ def _scalar(value: Any, indent: int) -> str:
     raise TypeError(f"cannot emit {type(value).__name__} {value!r}: builders emit str, int, bool, dict, list")
 
 
+@lru_cache(maxsize=65536)
+def _simple_key(key: str) -> str | None:
+    """A key as written before its `:`; None when it needs the explicit `? ` form (a simple key may not span
+    lines nor pass 1,024 characters)."""
+    if len(key) > 120 or "\n" in key:
+        return None
+    return _one_line(key)
+
+
 def _mapping(mapping: dict, column: int, inline_first: bool, out: list[str]) -> None:
     """Keys at `column`; the first one right after a `- ` already written when inline_first."""
     pad = " " * column
+    append = out.append
     for key, value in mapping.items():
         if inline_first:
             inline_first = False
+            lead = ""
         else:
-            out.append(pad)
+            lead = pad
         if not isinstance(key, str):
             raise TypeError(f"cannot emit key {key!r}: builders emit string keys")
-        if len(key) > 120 or "\n" in key:  # a simple key may not span lines nor pass 1,024 characters
-            out.append("? " + _double_quoted(key) + "\n" + pad)
-        else:
-            out.append(_one_line(key))
+        written = _simple_key(key)
+        if written is None:
+            written = "? " + _double_quoted(key) + "\n" + pad
+        if type(value) is str and "\n" not in value:  # most values: the whole line at once
+            append(f"{lead}{written}: {_one_line(value)}\n")
+            continue
+        append(lead + written)
         if isinstance(value, dict):
             if value:
-                out.append(":\n")
+                append(":\n")
                 _mapping(value, column + 2, False, out)
             else:
-                out.append(": {}\n")
+                append(": {}\n")
         elif isinstance(value, list):
             if value:
-                out.append(":\n")
+                append(":\n")
                 _sequence(value, column, False, out)  # libyaml does not indent a sequence inside a mapping
             else:
-                out.append(": []\n")
+                append(": []\n")
         else:
-            out.append(": ")
-            out.append(_scalar(value, column + 2))
+            append(": ")
+            append(_scalar(value, column + 2))
 
 
 def _sequence(items: list, column: int, inline_first: bool, out: list[str]) -> None:

@@ -30,7 +30,8 @@ def _quoted_calls() -> int:
 
 def direct_or_none(obj):
     """to_yaml's text when it stayed within libyaml's domain (no double-quoted fallback), else None."""
-    emit._one_line.cache_clear()  # a cached one-line string would hide its double-quoting
+    emit._one_line.cache_clear()  # a cached one-line string or key would hide its double-quoting
+    emit._simple_key.cache_clear()
     before = _quoted_calls()
     text = emit.to_yaml(obj)
     return text if _quoted_calls() == before else None
