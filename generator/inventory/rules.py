@@ -140,6 +140,8 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
                 yield where, f"namespace {namespace!r} already belongs to group {owner[namespace]!r}"
             seen_here.add(namespace)
             owner.setdefault(namespace, name)
+        if not inventory.cluster.queueing.fairSharing and str(group.weight) != "1":
+            yield ("groups", name, "weight"), "a weight needs cluster.queueing.fairSharing: true (Kueue ignores it otherwise)"
         for class_name, allocation in group.allocations.items():
             where = ("groups", name, "allocations", class_name)
             if class_name not in inventory.classes:
@@ -251,8 +253,6 @@ def _check_priorities(inventory: Inventory) -> Iterator[Finding]:
             yield where + field, (
                 f"the group's default priority {default!r} is not among the priorities it may use "
                 f"({', '.join(group.priorities) or 'none'}): its jobs that name none would be refused")
-        if not inventory.cluster.queueing.fairSharing and str(group.weight) != "1":
-            yield where + ("weight",), "a weight needs cluster.queueing.fairSharing: true (Kueue ignores it otherwise)"
 
 
 def _check_walltimes(inventory: Inventory) -> Iterator[Finding]:
