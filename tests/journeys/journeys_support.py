@@ -167,6 +167,20 @@ def submit(r, namespace=None, **custom):
     return client, name
 
 
+def long_job(flame, ns, name, gpus=1, labels=None, parallelism=None):
+    """A plain Job of one GPU-class image whose pod runs until the Job is deleted (KWOK's pod-complete Stage ends
+    it after 10 minutes)."""
+    image = next(iter(flame.inventory.classes.values())).image
+    spec = {"template": {"metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}},
+                         "spec": {"restartPolicy": "Never", "containers": [{
+                             "name": "main", "image": image, "command": ["python", "-c", "1"],
+                             "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]}}}
+    if parallelism:
+        spec["parallelism"] = parallelism
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "spec": spec}
+
+
 def workload_of(client: Client, namespace: str, owner_kind: str, owner_name: str):
     for wl in client.list("kueue.x-k8s.io/v1beta2", "Workload", namespace):
         if any(o["kind"] == owner_kind and o["name"] == owner_name for o in wl["metadata"].get("ownerReferences", [])):

@@ -11,26 +11,14 @@ import pytest
 
 from generator.inventory.duration import seconds
 
-from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, no_jobs_left, poll, researcher,  # noqa: F401
-                                             submit, trainer_client, wait_workload, workload_of)
+from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, long_job, no_jobs_left, poll,  # noqa: F401
+                                             researcher, submit, trainer_client, wait_workload, workload_of)
 from tests.journeys.test_journeys import CLASS, RUNTIME, cluster_queue_usage, groups
 from simulation.kube import ApiError, conditions
 
 PRIORITY = "kueue.x-k8s.io/priority-class"
 WALLTIME = "kueue.x-k8s.io/max-exec-time-seconds"
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues/default/pendingworkloads"
-
-
-def long_job(flame, ns, name, gpus=1, labels=None, parallelism=None):
-    """A plain Job whose pod runs until deleted (KWOK completes it after 10 minutes)."""
-    spec = {"template": {"metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}},
-                         "spec": {"restartPolicy": "Never", "containers": [{
-                             "name": "main", "image": flame.inventory.classes[CLASS].image,
-                             "resources": {"limits": {GPU: str(gpus)}}}]}}}
-    if parallelism:
-        spec["parallelism"] = parallelism
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "spec": spec}
 
 
 def chain(error: BaseException) -> str:

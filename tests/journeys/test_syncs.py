@@ -20,7 +20,7 @@ import sys
 
 import yaml
 
-from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, modelled_tasks,  # noqa: F401
+from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, long_job, modelled_tasks,  # noqa: F401
                               no_jobs_left, poll, researcher, submit, sync_as_modelled, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
 from tests.support.inventories import edited, write
@@ -97,13 +97,7 @@ def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(f
     _, b = list(flame.inventory.groups)[:2]
     rb = researcher(flame, b)
     ns = rb.namespaces[0]
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "long-gpu-job", "namespace": ns},
-           "spec": {"template": {
-               # KWOK's pod-complete Stage: this pod "runs" until B cancels the Job.
-               "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}},
-               "spec": {"restartPolicy": "Never", "containers": [{
-                   "name": "main", "image": flame.inventory.classes[CLASS].image, "command": ["python", "-c", "1"],
-                   "resources": {"requests": {GPU: "1"}, "limits": {GPU: "1"}}}]}}}}
+    job = long_job(flame, ns, "long-gpu-job")  # its pod "runs" until B cancels the Job
     without_b = inventory_variant(flame, tmp_path, lambda d: d["groups"].pop(b))
     predicted = plan(flame, without_b)
     assert f"ClusterQueue {b}: {WAITS_ON_WORKLOADS}" in predicted, predicted
