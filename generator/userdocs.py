@@ -114,4 +114,20 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         runtime_sections="\n".join(_runtime_section(inventory, name, gpu_class) for name, gpu_class in classes),
         allocation_rows="\n".join(allocation_rows),
         platforms=", ".join(f"`linux/{c.arch}` for `{runtime_name(name)}`" for name, c in classes),
+        image_reading=_image_reading(inventory, classes),
     )
+
+
+def _image_reading(inventory: Inventory, classes) -> str:
+    """How the image check reads an image, in the users' words: which registries it reads anonymously."""
+    public = sorted(inventory.cluster.components.kyverno.publicRegistries)
+    platform = f"linux/{classes[0][1].arch}" if classes else "linux/arm64"
+    build = f"docker buildx build --platform {platform}"
+    if public:
+        where = ("From " + ", ".join(f"`{host}`" for host in public) + " (public images) an image index of any "
+                 f"platforms is read, so what `{build} --push` pushes is accepted. From other registries and from "
+                 "private repositories an image index without `linux/amd64` cannot be read")
+    else:
+        where = "An image index without `linux/amd64` cannot be read"
+    return (f"{where}: push a single-platform image (`{build} --provenance=false --push`) or name your platform's "
+            f"image by its digest (`image@sha256:...`, from `crane digest --platform {platform} IMAGE`).")

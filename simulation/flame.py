@@ -39,6 +39,10 @@ from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa:
 HOOK_IMAGES = {"kyverno-cli": "kyverno"}
 # Components whose controller binds all interfaces unless a flag names the host to listen on.
 HOST_FLAGS = {"kyverno": "--webhookServerHost"}
+# What the simulation adds to a component's environment. Kyverno's http library refuses loopback and private
+# addresses unless told otherwise; the tests' image registry listens on loopback, where a cluster's registries
+# never are (cloud metadata addresses stay refused).
+SIMULATION_ENV = {"kyverno": (("FLAG_HTTP_BLOCKLIST", "169.254.0.0/16,metadata.google.internal"),)}
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
 # Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
 NOT_RUN = {
@@ -241,7 +245,7 @@ def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Cont
         if deployment is None:
             raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
         out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
-            deployment, vs.tool_bin(tool), HOST_FLAGS.get(name))
+            deployment, vs.tool_bin(tool), HOST_FLAGS.get(name), SIMULATION_ENV.get(name, ()))
     return out
 
 

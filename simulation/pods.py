@@ -14,9 +14,10 @@ a container runtime would, and nothing else:
   controller writes into its Secret reach its files), emptyDirs, and the service-account token, bound to the
   pod, at /var/run/secrets/kubernetes.io/serviceaccount with KUBERNETES_SERVICE_HOST/PORT, so the process finds
   the API server in-cluster, as the chart's ServiceAccount;
-- the one change to the container: every listener on all interfaces (`:9443`, `0.0.0.0:8080`) binds the pod's
+- two changes to the container: every listener on all interfaces (`:9443`, `0.0.0.0:8080`) binds the pod's
   IP instead, since all pods share the host's network namespace (controller-runtime Configuration files get
-  their webhook, probe and metrics hosts; Kyverno --webhookServerHost);
+  their webhook, probe and metrics hosts; Kyverno --webhookServerHost); and the environment the simulation adds
+  (Container.env: Kyverno may reach the tests' image registry on loopback);
 - marks the pod Ready once its readiness probe answers on the pod's IP, restarts a container that exits
   (counting restarts), and removes the pod when it is deleted.
 
@@ -59,6 +60,8 @@ class Container:
     deployment: str
     binary: pathlib.Path
     host_flag: str | None = None
+    # Environment the simulation adds to the container's own (SIMULATION_ENV of simulation/flame.py).
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def image_repository(image: str) -> str:
@@ -295,6 +298,7 @@ class PodRuntime:
                 env[e["name"]] = str(e["value"])
             elif "fieldRef" in (e.get("valueFrom") or {}):
                 env[e["name"]] = field.get(e["valueFrom"]["fieldRef"]["fieldPath"], "")
+        env.update(running.container.env)
         running.env = env
         probe = (c.get("readinessProbe") or {}).get("httpGet")
         if probe:

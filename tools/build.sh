@@ -43,9 +43,10 @@ build_failed() {
   echo "ERROR: could not build $1 (see $2)" >&2
 }
 
-# build TOOL MODULE PACKAGE [LDFLAGS]
+# build TOOL MODULE PACKAGE [LDFLAGS [WRAPPER]] (WRAPPER: the wrapper module's directory, by default one per
+# MODULE@version)
 build() {
-  local tool="$1" module="$2" pkg="$3" ldflags="${4:-}"
+  local tool="$1" module="$2" pkg="$3" ldflags="${4:-}" wrapper="${5:-}"
   local version bin log
   version="$(tool_version "$tool")"
   bin="$(tool_bin "$tool")"
@@ -60,8 +61,8 @@ build() {
   # from an `||` context, so a plain ( ... ) here would carry on past a failed step.
   export -f make_wrapper
   set +e
-  # One wrapper per module@version; a lock keeps two builds from sharing it at once.
-  local wrapper="$WRAP_DIR/${module//\//_}-$version"
+  # One wrapper per module@version unless given; a lock keeps two builds from sharing it at once.
+  [ -n "$wrapper" ] || wrapper="$WRAP_DIR/${module//\//_}-$version"
   CGO_ENABLED=0 bash -euxo pipefail -c '
     exec 9>"$1.lock" && flock 9
     make_wrapper "$1" "$2" "$3"
@@ -133,9 +134,13 @@ build_tool() {
     etcd) build etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler)
       build "$1" k8s.io/kubernetes "k8s.io/kubernetes/cmd/$1" "$(k8s_ldflags)" ;;
-    kyverno) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno cmd/cli/kubectl-kyverno ;;  # patched: see tools/kyverno.sh
+    kyverno) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno cmd/cli/kubectl-kyverno ;;
     # Kyverno's admission controller (webhooks, policy engine), for the simulated cluster.
-    kyverno-controller) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno-controller cmd/kyverno ;;  # ditto
+    kyverno-controller) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno-controller cmd/kyverno ;;
+    # Optional, never built by CI: the same with the image-index patch (tools/kyverno.sh).
+    kyverno-patched) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_patched_build kyverno-patched cmd/cli/kubectl-kyverno ;;
+    kyverno-controller-patched) . "$REPO_ROOT/tools/kyverno.sh"
+      kyverno_patched_build kyverno-controller-patched cmd/kyverno ;;
     kueue) build kueue sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue \
       "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" ;;
     # JobSet's module root package is its controller's main.

@@ -20,7 +20,7 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 # Every tool and the pin it is built at: tools/tools.list, the one list of them.
 TOOLS_LIST="$REPO_ROOT/tools/tools.list"
-all_tools() { awk '!/^#/ && NF { print $1 }' "$TOOLS_LIST"; }
+all_tools() { awk '!/^#/ && NF && $3 != "optional" { print $1 }' "$TOOLS_LIST"; }
 
 # Version pinned for a tool name.
 tool_version() {

@@ -49,7 +49,7 @@ import yaml
 
 from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
-from generator.inventory.models import Inventory
+from generator.inventory.models import DOCKER_HUB_NAMES, Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
 from generator.inventory import duration
 from generator.inventory.naming import (GPU_RESOURCE, JOB_LIMITS, NAMESPACE_NAME_LABEL, controller_identities,
@@ -429,9 +429,30 @@ def pod_gpu_visibility(inventory: Inventory) -> dict[str, Any]:
 # --- 9. Image architecture -----------------------------------------------------------------------------
 
 
+# What the image check asks a registry for: an index (OCI, Docker) or, failing that, a single image's manifest.
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"])
+# Kyverno's parseImageReference (go-containerregistry) reports Docker Hub as the host it talks to.
+_REGISTRY_ALIASES = {name: "index.docker.io" for name in DOCKER_HUB_NAMES}
+
+
+def public_registries(inventory: Inventory) -> dict[str, dict[str, str]]:
+    """The $registries of publishedIndex: host -> the scheme and the token URL up to the repository name."""
+    registries = {}
+    for host, registry in sorted(inventory.cluster.components.kyverno.publicRegistries.items()):
+        token = registry.tokenService or ""
+        if token:
+            token += ("&" if "?" in token else "?") + "scope=repository:"
+        registries[_REGISTRY_ALIASES.get(host, host)] = {"scheme": "http" if registry.plainHTTP else "https",
+                                                          "token": token}
+    return dict(sorted(registries.items()))
+
+
 def trainjob_image_arch(inventory: Inventory) -> dict[str, Any]:
     arches = {runtime_name(name): gpu_class.arch for name, gpu_class in sorted(inventory.classes.items())}
-    cel_ = fill(_template(IMAGE_ARCH), arches=arches)
+    cel_ = fill(_template(IMAGE_ARCH), arches=arches, registries=public_registries(inventory),
+                manifestTypes=MANIFEST_TYPES)
     platforms = ", ".join(f"{rt} linux/{arch}" for rt, arch in arches.items())
     description = ("An image a TrainJob sets (spec.trainer.image, containers in runtimePatches) offers the "
                    f"platform of its runtime's GPU class: {platforms}")

@@ -1,17 +1,19 @@
 """The guardrails of issue 14 as Kyverno's admission controller applies them in the simulated FLAME
-(simulation: the pinned kube-apiserver, the patched kyverno-controller with the rendered policies, Kueue,
+(simulation: the pinned kube-apiserver, the released kyverno-controller with the rendered policies, Kueue,
 JobSet, Trainer), with images from the test registry (tests/policies/registry). The same decisions as the CLI
 cases in tests/unit/test_policies.py, now from the API server's answer to a researcher's request."""
 
 from __future__ import annotations
 
+import json
 
 import pytest
+import yaml
 
-
-from tests.journeys.journeys_support import researcher  # noqa: E402,F401
+from tests.journeys.journeys_support import poll, researcher  # noqa: E402,F401
 from simulation.kube import ApiError  # noqa: E402
-from tests.support.registry import REGISTRY
+from tests.support.inventories import edited, setting, write
+from tests.support.registry import HUB_REGISTRY, LOCALHOST_REGISTRY, PUBLIC_REGISTRY, REGISTRY
 
 pytestmark = pytest.mark.tools
 
@@ -36,25 +38,61 @@ def refused(client, obj) -> str:
     return error.value.message
 
 
-def test_live_image_architecture_against_the_registry(flame_cluster, registry):
+def test_live_image_architecture_against_the_registry(flame_cluster, registry, tmp_path):
     r = researcher(flame_cluster, GROUP)
-    ns, address = r.namespaces[0], registry[REGISTRY]
+    ns, address, hub, unlisted = (r.namespaces[0], registry[REGISTRY], registry[HUB_REGISTRY],
+                                  registry[LOCALHOST_REGISTRY])
     # The registry runs beside the tests; Kyverno runs in the simulation's network namespace.
-    flame_cluster.network.expose(int(address.rsplit(":", 1)[1]))
-    # Accepted: buildx's arm64-only index with its attestation (the patched loader), and a multi-arch index.
-    for name, tag in (("live-arm64-attested", "arm64-attested"), ("live-multi-arch", "multi")):
-        r.client.create(trainjob(ns, name, f"{address}/vision/train:{tag}"))
-        r.client.delete(TRAINJOB, "TrainJob", name, ns)
-    message = refused(r.client, trainjob(ns, "live-amd64", f"{address}/vision/train:amd64-index"))
-    assert (f"image {address}/vision/train:amd64-index does not offer linux/arm64, the platform of runtime "
-            "torch-gh200: build and push the image for linux/arm64") in message, message
-    # Lookup failures are denied with the registry's answer.
-    message = refused(r.client, trainjob(ns, "live-missing", f"{address}/vision/train:missing"))
-    assert "trainjob-image-arch" in message and "MANIFEST_UNKNOWN" in message, message
-    message = refused(r.client, trainjob(ns, "live-private", f"{address}/private/train:arm64-attested"))
-    assert "trainjob-image-arch" in message and "UNAUTHORIZED" in message, message
-    message = refused(r.client, trainjob(ns, "live-down", "127.0.0.1:9/vision/train:arm64-attested"))
-    assert "trainjob-image-arch" in message and "connection refused" in message, message
+    for port in {int(a.rsplit(":", 1)[1]) for a in (address, hub)}:
+        flame_cluster.network.expose(port)
+    # A commit listing the test registry among the public registries (as a site lists its own), synced by Argo CD.
+    public = {**{host: registry.model_dump(exclude_defaults=True) for host, registry in
+                 flame_cluster.inventory.cluster.components.kyverno.publicRegistries.items()},
+              **json.loads(json.dumps(PUBLIC_REGISTRY).replace(HUB_REGISTRY, hub))}
+    listed = write(edited(yaml.safe_load(flame_cluster.inventory_file.read_text()),
+                          setting("cluster.components.kyverno.publicRegistries", public)), tmp_path / "gpu_classes.yaml")
+    flame_cluster.sync(listed, "list the site's image registry as public")
+    try:
+        # Accepted by the released admission controller: buildx's arm64-only index (with its attestation) on public
+        # registries, read over their HTTP API (with and without a token service), and a multi-arch index.
+        accepted = (f"{address}/vision/train:arm64-attested", f"{hub}/hub/train:arm64-attested",
+                    f"{address}/vision/train:multi", f"{unlisted}/vision/train:multi")
+        for n, image in enumerate(accepted):
+            poll(lambda: created(r.client, trainjob(ns, f"live-accepted-{n}", image)), 60,
+                 f"{image} accepted once Kyverno has the synced policy")
+            r.client.delete(TRAINJOB, "TrainJob", f"live-accepted-{n}", ns)
+        for name, image in (("live-amd64", f"{address}/vision/train:amd64-index"),
+                            ("live-hub-amd64", f"{hub}/hub/train:amd64-attested")):
+            message = refused(r.client, trainjob(ns, name, image))
+            assert (f"image {image} does not offer linux/arm64, the platform of runtime torch-gh200: build and push "
+                    "the image for linux/arm64") in message, message
+        # A registry not listed: an arm64-only index is refused (released Kyverno's image library); a single-platform
+        # image and the platform's image pinned by digest are the supported paths.
+        message = refused(r.client, trainjob(ns, "live-unlisted", f"{unlisted}/vision/train:arm64-attested"))
+        assert "trainjob-image-arch" in message and "no child with platform linux/amd64" in message, message
+        for n, image in enumerate((f"{unlisted}/vision/train:arm64-single",
+                                   f"{unlisted}/vision/train@{registry['DIGEST_VISION_TRAIN_ARM64_ATTESTED_ARM64']}")):
+            r.client.create(trainjob(ns, f"live-supported-{n}", image))
+            r.client.delete(TRAINJOB, "TrainJob", f"live-supported-{n}", ns)
+        # Lookup failures are denied with the registry's answer.
+        message = refused(r.client, trainjob(ns, "live-missing", f"{address}/vision/train:missing"))
+        assert "trainjob-image-arch" in message and "MANIFEST_UNKNOWN" in message, message
+        message = refused(r.client, trainjob(ns, "live-private", f"{address}/private/train:arm64-attested"))
+        assert "trainjob-image-arch" in message and "UNAUTHORIZED" in message, message
+        message = refused(r.client, trainjob(ns, "live-down", "127.0.0.1:9/vision/train:arm64-attested"))
+        assert "trainjob-image-arch" in message and "connection refused" in message, message
+    finally:
+        flame_cluster.sync(flame_cluster.inventory_file, "the committed inventory again")
+
+
+def created(client, obj) -> bool:
+    """Whether the API server created `obj` (False while admission still refuses it)."""
+    try:
+        client.create(obj)
+        return True
+    except ApiError as error:
+        assert error.status in (400, 403), error
+        return False
 
 
 def test_live_gpu_visibility_and_ownership(flame_cluster):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -11,9 +12,22 @@ from generator.versions import pin
 from simulation.upstream import go_program
 from tests.support import REPO
 
-# Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<TAG>); the fixture fills in the
+# Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<REPO_TAG>, e.g. DIGEST_VISION_TRAIN_ARM64_SINGLE); the fixture fills in the
 # address of the registry it started and the digests it pushed.
 REGISTRY = "REGISTRY"
+# The registry's second address, serving its repositories as a public registry with token authentication does.
+HUB_REGISTRY = "HUB_REGISTRY"
+# The same registry as localhost:PORT: a host the inventories do not list as public (see PUBLIC_REGISTRY).
+LOCALHOST_REGISTRY = "LOCALHOST_REGISTRY"
+# The test registry as the tests' inventories list it in cluster.components.kyverno.publicRegistries: public (on
+# 127.0.0.1, any port, plain HTTP), with the token service of its HUB_REGISTRY address, so trainjob-image-arch reads
+# its indexes over the registry's HTTP API (REGISTRY ignores the token). Under the name localhost:PORT it is not
+# listed, and images are read with Kyverno's image library only, as from a private registry.
+PUBLIC_REGISTRY = {"127.0.0.1": {"tokenService": f"http://{HUB_REGISTRY}/token?service=gpugen-test",
+                                 "plainHTTP": True}}
+# Kyverno blocks its http library from loopback and private addresses unless told otherwise (--httpBlocklist,
+# or this variable): the tests' registry is on loopback. Cloud metadata addresses stay blocked.
+HTTP_BLOCKLIST = {"FLAG_HTTP_BLOCKLIST": "169.254.0.0/16,metadata.google.internal"}
 REGISTRY_USER, REGISTRY_PASSWORD = "researcher", "registry-password"
 REGISTRY_SOURCE = REPO / "tests" / "policies" / "registry" / "main.go"
 
@@ -21,7 +35,7 @@ REGISTRY_SOURCE = REPO / "tests" / "policies" / "registry" / "main.go"
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/policies/registry):
-    placeholder -> value for the test objects (REGISTRY, DIGEST_<TAG>)."""
+    placeholder -> value for the test objects and inventories (REGISTRY, HUB_REGISTRY, LOCALHOST_REGISTRY, DIGEST_<REPO_TAG>)."""
     import threading
 
     binary = go_program(REGISTRY_SOURCE, "gpugen.local/test-registry",
@@ -36,9 +50,12 @@ def registry(tmp_path_factory):
             word, *rest = line.split()
             if word == "DIGEST":
                 repo_tag, digest = rest
-                values["DIGEST_" + repo_tag.split(":")[-1].upper().replace("-", "_")] = digest
+                values["DIGEST_" + re.sub(r"[/:-]", "_", repo_tag).upper()] = digest
+            elif word == "HUB":
+                values[HUB_REGISTRY] = rest[0]
             elif word == "ADDR":
                 values[REGISTRY] = rest[0]
+                values[LOCALHOST_REGISTRY] = "localhost:" + rest[0].rsplit(":", 1)[1]
                 break
         watchdog.cancel()
         assert REGISTRY in values, f"the registry did not start: {process.stderr.read()}"

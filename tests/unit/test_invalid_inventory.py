@@ -131,6 +131,23 @@ CASES = [
     Case("research-namespace-of-a-moved-component",
          [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: true, namespace: nlp-lab-teaching")],
          "nlp-lab-teaching]", "groups.nlp-lab.namespaces[1]", r"'nlp-lab-teaching' belongs to the platform"),
+    # Public registries of the image check: a registry as an image reference names it, a token service URL.
+    Case("public-registry-with-scheme",
+         [("    kyverno: {install: true, namespace: kyverno}",
+           "    kyverno:\n      install: true\n      namespace: kyverno\n      publicRegistries:\n"
+           "        https://ghcr.io: {}")],
+         "https://ghcr.io", "cluster.components.kyverno.publicRegistries", r"should match pattern"),
+    Case("public-registry-token-service-not-a-url",
+         [("    kyverno: {install: true, namespace: kyverno}",
+           "    kyverno:\n      install: true\n      namespace: kyverno\n      publicRegistries:\n"
+           "        ghcr.io: {tokenService: ghcr.io/token}")],
+         "tokenService: ghcr.io/token", "cluster.components.kyverno.publicRegistries.ghcr.io.tokenService",
+         r"should match pattern"),
+    Case("public-registry-docker-hub-twice",
+         [("    kyverno: {install: true, namespace: kyverno}",
+           "    kyverno:\n      install: true\n      namespace: kyverno\n      publicRegistries:\n"
+           "        docker.io: {}\n        index.docker.io: {}")],
+         "publicRegistries:", "cluster.components.kyverno.publicRegistries", r"both Docker Hub"),
     # The research-computing contract: weights, priorities and walltimes that are invalid or contradict.
     Case("weight-negative", [("    cohort: flame\n", "    cohort: flame\n    weight: -1\n")], "weight: -1",
          "groups.vision-lab.weight", r"negative"),

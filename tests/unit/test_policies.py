@@ -46,8 +46,9 @@ from generator.kinds import JOBSET
 from generator.inventory.duration import seconds
 from generator.inventory.naming import controller_identities, runtime_name
 from generator.versions import pin
-from tests.support.inventories import variant
-from tests.support.registry import REGISTRY, REGISTRY_PASSWORD, REGISTRY_USER
+from tests.support.inventories import inventory as validated, variant
+from tests.support.registry import (HTTP_BLOCKLIST, LOCALHOST_REGISTRY, PUBLIC_REGISTRY, REGISTRY, REGISTRY_PASSWORD,
+                                    REGISTRY_USER)
 
 HERE = REPO / "tests" / "policies"
 CASES_FILE = HERE / "cases.yaml"
@@ -267,7 +268,10 @@ def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, c
             # The policy exactly as rendered into rendered/kyverno/.
             path = directory / "policies" / f"{policy['metadata']['name']}.yaml"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(emit.manifest(policy, INVENTORIES[suite.inventory].name))
+            text = emit.manifest(policy, INVENTORIES[suite.inventory].name).decode()
+            for placeholder, value in sorted((images or {}).items(), key=lambda item: -len(item[0])):
+                text = text.replace(placeholder, value)
+            path.write_text(text)
             kinds[policy["metadata"]["name"]] = policy["kind"]
         suite_objects = {case.key: objects[case.key] for case in suite.cases}
         dump(directory / "resources.yaml", *suite_objects.values(), images=images)
@@ -385,7 +389,18 @@ def crds(trainer_crds) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def inventories() -> dict[str, Inventory]:
-    return {name: load_inventory(path) for name, path in INVENTORIES.items()}
+    """The inventories, each listing the test registry among its public registries (PUBLIC_REGISTRY)."""
+    loaded = {}
+    for name, path in INVENTORIES.items():
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        settings = load_inventory(path).cluster.components.kyverno
+        kyverno_settings = data["cluster"].setdefault("components", {}).setdefault(
+            "kyverno", settings.model_dump(exclude={"publicRegistries"}, exclude_none=True))
+        kyverno_settings["publicRegistries"] = {
+            **{host: registry.model_dump(exclude_defaults=True) for host, registry in settings.publicRegistries.items()},
+            **PUBLIC_REGISTRY}
+        loaded[name] = validated(data, str(path))
+    return loaded
 
 
 @pytest.fixture(scope="session")
@@ -418,10 +433,11 @@ def run(tmp_path_factory, inventories, case_objects, crds, registry) -> Run:
         docker = tmp_path_factory.mktemp("docker-config")
         if credentials:
             auth = base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode()
-            (docker / "config.json").write_text(json.dumps({"auths": {registry[REGISTRY]: {"auth": auth}}}))
+            (docker / "config.json").write_text(json.dumps({"auths": {
+                registry[name]: {"auth": auth} for name in (REGISTRY, LOCALHOST_REGISTRY)}}))
         done = subprocess.run([binary, "test", str(root), "--output-format", "json", "--detailed-results",
                                "--remove-color"], capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "DOCKER_CONFIG": str(docker)})
+                              env={**os.environ, "DOCKER_CONFIG": str(docker), **HTTP_BLOCKLIST})
         stdout += done.stdout + done.stderr
         rows.update(parse_output(done.stdout))
         returncode = returncode or done.returncode
@@ -469,7 +485,7 @@ def test_case(run, case):
         assert row["REASON"] == "Ok", where
         if policy == case.deny:
             message = case.message
-            for placeholder, value in run.images.items():
+            for placeholder, value in sorted(run.images.items(), key=lambda item: -len(item[0])):
                 message = message.replace(placeholder, value)
             assert message in row["Message"], where
         else:
@@ -799,19 +815,6 @@ def test_every_cel_expression_parses(tmp_path_factory, inventories):
     assert done.returncode == 0, done.stderr
     failures = {f["id"]: f["error"] for f in json.loads(done.stdout)}
     assert set(failures) == set(broken), failures
-
-
-@pytest.mark.tools
-def test_kyverno_cli_carries_the_image_index_patch():
-    """The CLI the tests run is built with tools/patches/kyverno-sdk-index-platform.patch (tools/kyverno.sh
-    records its hash beside the binary): the stock 1.19.1 loader fails on arm64-only image indexes."""
-    import hashlib
-
-    binary = require_tool(kyverno_path(), f"kyverno CLI {pin('KYVERNO')}", "run `make tools` (tools/build.sh kyverno)")
-    patch = REPO / "tools" / "patches" / "kyverno-sdk-index-platform.patch"
-    stamp = Path(str(kyverno_path()) + ".patch")
-    assert stamp.is_file() and stamp.read_text().strip() == hashlib.sha256(patch.read_bytes()).hexdigest()[:12], (
-        f"{binary} was not built with {patch.name}: run tools/build.sh kyverno (it rebuilds such a binary)")
 
 
 def test_templates_need_exactly_their_parameters():

@@ -3,7 +3,8 @@
 //
 //	registry -user U -password P
 //
-// It prints `DIGEST tag sha256:...` for each image and `ADDR host:port` once every image is pushed, then serves until stdin is closed (the test closes
+// It prints `DIGEST repo:tag sha256:...` for each image (and each child of an index, as repo:tag-arch), `HUB
+// host:port` and then `ADDR host:port` once every image is pushed, then serves until stdin is closed (the test closes
 // it, or dies), so it never outlives the test. Repositories under private/ need the basic-auth credentials.
 //
 // Images (REPO = vision/train unless said):
@@ -17,7 +18,14 @@
 //	arm64-single     a single-platform linux/arm64 manifest
 //	amd64-single     a single-platform linux/amd64 manifest
 //	missing          never pushed
-//	private/train:arm64-attested   like arm64-attested, behind basic auth
+//	private/train:arm64-attested   like arm64-attested, behind basic auth (DIGEST arm64-child: its arm64 image)
+//	private/train:arm64-single     like arm64-single, behind basic auth
+//	hub/train:arm64-attested, hub/train:amd64-attested   like those above
+//
+// A second address (`HUB host:port`) serves the same repositories as Docker Hub, GHCR, quay.io and nvcr.io serve
+// public images: to anonymous readers, each request with a token from its token service (GET /token?service=
+// gpugen-test&scope=repository:NAME:pull), and a 401 with the challenge naming that service otherwise (on /v2/
+// too, where clients look for the challenge).
 package main
 
 import (
@@ -63,6 +71,43 @@ func privateAuth(next http.Handler, user, password string) http.Handler {
 				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
 				return
 			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// anonymousToken is what the token service gives anyone for a scope (repository:NAME:pull).
+func anonymousToken(scope string) string { return "anonymous:" + scope }
+
+// tokenAuth serves the token service and asks for its token on every registry request, as a public registry with
+// token authentication does.
+func tokenAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			w.Header().Set("Content-Type", "application/json")
+			token := anonymousToken(r.URL.Query().Get("scope"))
+			_, _ = fmt.Fprintf(w, `{"token":%q,"access_token":%q,"expires_in":300}`, token, token)
+			return
+		}
+		scope := ""
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/v2/"); ok && rest != "" {
+			// /v2/NAME/manifests/REF or /v2/NAME/blobs/DIGEST; NAME may hold slashes.
+			for _, kind := range []string{"/manifests/", "/blobs/"} {
+				if i := strings.LastIndex(rest, kind); i > 0 {
+					scope = "repository:" + rest[:i] + ":pull"
+				}
+			}
+		}
+		if scope == "" || r.Header.Get("Authorization") != "Bearer "+anonymousToken(scope) {
+			challenge := fmt.Sprintf(`Bearer realm="http://%s/token",service="gpugen-test"`, r.Host)
+			if scope != "" {
+				challenge += fmt.Sprintf(`,scope=%q`, scope)
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -123,8 +168,15 @@ func run(user, password string) error {
 		return err
 	}
 	addr := listener.Addr().String()
-	server := &http.Server{Handler: privateAuth(registry.New(registry.Logger(log.New(io.Discard, "", 0))), user, password)}
+	storage := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	server := &http.Server{Handler: privateAuth(storage, user, password)}
 	go func() { _ = server.Serve(listener) }()
+	hubListener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hub := &http.Server{Handler: tokenAuth(storage)}
+	go func() { _ = hub.Serve(hubListener) }()
 
 	auth := remote.WithAuth(&authn.Basic{Username: user, Password: password})
 	pushIndex := func(repoTag string, children []child, attested bool) error {
@@ -135,6 +187,16 @@ func run(user, password string) error {
 		idx, err := index(children, attested)
 		if err != nil {
 			return err
+		}
+		manifest, err := idx.IndexManifest()
+		if err != nil {
+			return err
+		}
+		// The digest of each child image, for references pinned to one platform: DIGEST repo:tag-os-arch.
+		for _, m := range manifest.Manifests {
+			if m.Platform != nil && m.Platform.OS != "unknown" {
+				fmt.Printf("DIGEST %s-%s %s\n", repoTag, m.Platform.Architecture, m.Digest)
+			}
 		}
 		return remote.WriteIndex(ref, idx, auth)
 	}
@@ -164,14 +226,19 @@ func run(user, password string) error {
 		func() error { return pushImage("vision/train:arm64-single", "linux", "arm64") },
 		func() error { return pushImage("vision/train:amd64-single", "linux", "amd64") },
 		func() error { return pushIndex("private/train:arm64-attested", []child{arm64}, true) },
+		func() error { return pushImage("private/train:arm64-single", "linux", "arm64") },
+		func() error { return pushIndex("hub/train:arm64-attested", []child{arm64}, true) },
+		func() error { return pushIndex("hub/train:amd64-attested", []child{amd64}, true) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
 		}
 	}
+	fmt.Printf("HUB %s\n", hubListener.Addr())
 	fmt.Printf("ADDR %s\n", addr)
 	// Serve until stdin closes: the test holds the pipe, so the registry ends with it.
 	_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+	_ = hub.Close()
 	return server.Close()
 }
