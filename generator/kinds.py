@@ -60,6 +60,7 @@ SYNCED_KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind(KUEUE, "LocalQueue", True, "3", ("spec.clusterQueue",)),
     Kind(KYVERNO, "ValidatingPolicy", False, "-1"),
     Kind(KYVERNO, "MutatingPolicy", False, "-1"),
+    Kind(KYVERNO, "DeletingPolicy", False, "-1"),
     Kind(RBAC, "ClusterRole", False, "0"),
     Kind(RBAC, "ClusterRoleBinding", False, "0"),
     Kind(CORE, "Namespace", False, "-2"),  # before everything that lives in one

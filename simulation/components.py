@@ -1,7 +1,7 @@
 """The platform's components (Kyverno, JobSet, Trainer, Kueue) as the rendered bootstrap/ Applications install
 them: `chart_objects` is what Argo CD's repo server renders for a component Application (the real helm over the
 chart shipped in the component's pinned Go module, with the Application's values: simulation/charts.py), and
-`RUNS` names the Deployment of each chart that the simulated FLAME runs as a process (simulation/pods.py)
+`RUNS` names the Deployments of each chart that the simulated FLAME runs as a process (simulation/pods.py)
 and the pinned binary it runs.
 """
 from __future__ import annotations
@@ -16,14 +16,14 @@ from simulation import upstream as vs  # noqa: E402
 
 COMPONENT_LABEL = "gpugen/component"
 
-# component -> (the Deployment this simulation runs: a name suffix, the tool of tools/tools.list that runs it)
+# component -> the Deployments this simulation runs: (a name suffix, the tool of tools/tools.list that runs it)
 RUNS = {
-    "kyverno": ("admission-controller", "kyverno-controller"),
-    "jobset": ("controller", "jobset"),
-    "trainer": ("controller-manager", "trainer"),
-    "kueue": ("controller-manager", "kueue"),
+    "kyverno": (("admission-controller", "kyverno-controller"), ("cleanup-controller", "kyverno-cleanup-controller")),
+    "jobset": (("controller", "jobset"),),
+    "trainer": (("controller-manager", "trainer"),),
+    "kueue": (("controller-manager", "kueue"),),
 }
-COMPONENT_TOOLS = [tool for _, tool in RUNS.values()] + ["helm"]
+COMPONENT_TOOLS = [tool for runs in RUNS.values() for _, tool in runs] + ["helm"]
 
 
 def chart_objects(application: dict) -> list[dict]:

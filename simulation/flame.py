@@ -37,19 +37,19 @@ from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa:
 # Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool): Kyverno's
 # post-upgrade migration, which Argo CD runs as a PostSync hook, is its CLI.
 HOOK_IMAGES = {"kyverno-cli": "kyverno"}
-# Components whose controller binds all interfaces unless a flag names the host to listen on.
-HOST_FLAGS = {"kyverno": "--webhookServerHost"}
+# Tools (controllers) that bind all interfaces unless a flag names the host to listen on.
+HOST_FLAGS = {"kyverno-controller": ("--webhookServerHost", "--metricsHost"),
+              "kyverno-cleanup-controller": ("--cleanupServerHost", "--metricsHost")}
 # What the simulation adds to a component's environment. Kyverno's http library refuses loopback and private
 # addresses unless told otherwise; the tests' image registry listens on loopback, where a cluster's registries
 # never are (cloud metadata addresses stay refused).
-SIMULATION_ENV = {"kyverno": (("FLAG_HTTP_BLOCKLIST", "169.254.0.0/16,metadata.google.internal"),)}
+SIMULATION_ENV = {"kyverno-controller": (("FLAG_HTTP_BLOCKLIST", "169.254.0.0/16,metadata.google.internal"),)}
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
 # Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
 NOT_RUN = {
     "kyverno-background-controller": "Kyverno's background controller (generate and mutate-existing policies; the "
                                      "platform's policies are admission-time only)",
     "kyverno-reports-controller": "Kyverno's reports controller (policy reports)",
-    "kyverno-cleanup-controller": "Kyverno's cleanup controller (cleanup policies; the platform has none)",
 }
 APPLICATIONS_TIMEOUT = float(os.environ.get("GPUGEN_FLAME_ARGOCD_TIMEOUT", "300"))
 
@@ -234,18 +234,18 @@ def hook_images(charts: list[tuple[dict, list[dict]]]) -> dict[str, pathlib.Path
 
 
 def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Container]:
-    """namespace/Deployment -> the pinned binary that runs it: for each component Application, the one Deployment
-    of its chart (as helm renders it for Argo CD) whose name ends with RUNS' suffix."""
+    """namespace/Deployment -> the pinned binary that runs it: for each component Application, the Deployments of
+    its chart (as helm renders it for Argo CD) whose names end with RUNS' suffixes."""
     out = {}
     for app, objects in charts:
         name = app["metadata"]["labels"][COMPONENT_LABEL]
-        suffix, tool = RUNS[name]
         deployments = [o["metadata"]["name"] for o in objects if o.get("kind") == "Deployment"]
-        (deployment,) = [d for d in deployments if d.endswith(suffix)] or [None]
-        if deployment is None:
-            raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
-        out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
-            deployment, vs.tool_bin(tool), HOST_FLAGS.get(name), SIMULATION_ENV.get(name, ()))
+        for suffix, tool in RUNS[name]:
+            (deployment,) = [d for d in deployments if d.endswith(suffix)] or [None]
+            if deployment is None:
+                raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
+            out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
+                deployment, vs.tool_bin(tool), HOST_FLAGS.get(tool, ()), SIMULATION_ENV.get(tool, ()))
     return out
 
 
@@ -300,7 +300,9 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
         log(f"Argo CD: {len(names)} Applications Synced and Healthy at {timings['synced']:.1f}s")
 
         onboard_research_namespaces(admin, inventory)
-        policies = [o for o in tree_objects(tree) if o["apiVersion"].startswith("policies.kyverno.io/")]
+        # The admission policies (a DeletingPolicy has no webhook and no readiness: the cleanup controller runs it).
+        policies = [o for o in tree_objects(tree) if o["apiVersion"].startswith("policies.kyverno.io/")
+                    and o["kind"] in ("ValidatingPolicy", "MutatingPolicy")]
         if policies:
             wait_policies_live(admin, policies, None)
         if inventory.cluster.components.kueue.install:

@@ -16,7 +16,7 @@ a container runtime would, and nothing else:
   the API server in-cluster, as the chart's ServiceAccount;
 - two changes to the container: every listener on all interfaces (`:9443`, `0.0.0.0:8080`) binds the pod's
   IP instead, since all pods share the host's network namespace (controller-runtime Configuration files get
-  their webhook, probe and metrics hosts; Kyverno --webhookServerHost); and the environment the simulation adds
+  their webhook, probe and metrics hosts; Kyverno host flags); and the environment the simulation adds
   (Container.env: Kyverno may reach the tests' image registry on loopback);
 - marks the pod Ready once its readiness probe answers on the pod's IP, restarts a container that exits
   (counting restarts), and removes the pod when it is deleted.
@@ -26,7 +26,7 @@ could not both bind a port that a program always binds on all interfaces (Kueue'
 the new pod's process therefore replaces the old pod's at once (the old pod is reported not Ready until the
 Deployment deletes it), instead of both running until the new one is Ready.
 
-Pods of Deployments this simulation does not run (`NOT_RUN`: Kyverno's background, reports and cleanup
+Pods of Deployments this simulation does not run (`NOT_RUN`: Kyverno's background and reports
 controllers) are marked Running and Ready without a process, and listed in `skipped`.
 """
 from __future__ import annotations
@@ -55,11 +55,11 @@ CRASH_LOOP = 5  # restarts after which a pod's container counts as failed (kubel
 
 @dataclasses.dataclass(frozen=True)
 class Container:
-    """What runs the pods of a Deployment: `binary` stands in for the container's image; `host_flag`, if the
-    program binds all interfaces unless a flag names the host (Kyverno's --webhookServerHost)."""
+    """What runs the pods of a Deployment: `binary` stands in for the container's image; `host_flags`, if the
+    program binds all interfaces unless flags name the host (Kyverno's --webhookServerHost, --metricsHost)."""
     deployment: str
     binary: pathlib.Path
-    host_flag: str | None = None
+    host_flags: tuple[str, ...] = ()
     # Environment the simulation adds to the container's own (SIMULATION_ENV of simulation/flame.py).
     env: tuple[tuple[str, str], ...] = ()
 
@@ -284,8 +284,7 @@ class PodRuntime:
 
         ip = running.ip
         args = [_listeners(a, ip) for a in (c.get("command", [])[1:] + c.get("args", []))]
-        if running.container.host_flag:  # a listen host the program takes by a flag, not from its listeners
-            flag = running.container.host_flag
+        for flag in running.container.host_flags:  # a listen host the program takes by a flag, not from its listeners
             args = [a for a in args if not a.startswith(flag)] + [f"{flag}={ip}"]
         field = {"metadata.namespace": running.namespace, "metadata.name": running.name,
                  "spec.serviceAccountName": spec.get("serviceAccountName", "default"),

@@ -137,6 +137,8 @@ build_tool() {
     kyverno) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno cmd/cli/kubectl-kyverno ;;
     # Kyverno's admission controller (webhooks, policy engine), for the simulated cluster.
     kyverno-controller) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno-controller cmd/kyverno ;;
+    # Kyverno's cleanup controller: it runs the DeletingPolicies (finished TrainJobs).
+    kyverno-cleanup-controller) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno-cleanup-controller cmd/cleanup-controller ;;
     # Optional, never built by CI: the same with the image-index patch (tools/kyverno.sh).
     kyverno-patched) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_patched_build kyverno-patched cmd/cli/kubectl-kyverno ;;
     kyverno-controller-patched) . "$REPO_ROOT/tools/kyverno.sh"

@@ -28,7 +28,7 @@ from generator.components import COMPONENTS
 from generator.repo_server import KUSTOMIZATION_FILE
 from generator.inventory.naming import KUBE_SYSTEM, research_namespaces
 from generator.inventory.models import Component, Inventory
-from generator.kinds import RBAC, project_whitelist
+from generator.kinds import RBAC, TRAINER, project_whitelist
 
 COMPONENT_LABEL = "gpugen/component"
 # The gpugen Application's wave: after every component (components.COMPONENTS gives theirs).
@@ -95,7 +95,11 @@ def kyverno_values(inventory: Inventory) -> dict[str, Any]:
         name, _, tag = image.rpartition(":")
         registry, _, repository = name.partition("/")
         admission["container"] = {"image": {"registry": registry, "repository": repository, "tag": tag}}
-    return {"crds": {"install": True}, "admissionController": admission}
+    # finished-trainjobs (a DeletingPolicy) is run by the cleanup controller, which may delete only what its role
+    # lists.
+    cleanup = {"rbac": {"clusterRole": {"extraResources": [{
+        "apiGroups": [TRAINER.name], "resources": ["trainjobs"], "verbs": ["delete", "get", "list", "watch"]}]}}}
+    return {"crds": {"install": True}, "admissionController": admission, "cleanupController": cleanup}
 
 
 # Each component's Helm values: a new component adds its function here.

@@ -82,6 +82,7 @@ MUTATE_GPU_VISIBILITY = "pod-gpu-visibility"
 IMAGE_ARCH = "trainjob-image-arch"
 DEFAULTS = "job-defaults"
 LIMITS = "job-limits"
+FINISHED_TRAINJOBS = "finished-trainjobs"
 # Kueue's labels for a job's WorkloadPriorityClass and maximum execution time (seconds).
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 WALLTIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
@@ -104,6 +105,9 @@ def cel(value: Any) -> str:
     raise TypeError(f"no CEL literal for {value!r}")
 
 
+# libyaml's loader where PyYAML has it (the same YAML 1.1 reading): the templates are mostly block scalars, which the
+# pure-Python scanner reads a character at a time.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLACEHOLDER = re.compile(r"\$([A-Za-z][A-Za-z0-9]*)")
 _TEMPLATES = Path(__file__).with_name("kyverno_cel")
 _CALL = re.compile(r"@([A-Za-z]+)\(([^()]*)\)")
@@ -154,7 +158,7 @@ def fill(template: str, **params: Any) -> dict[str, Any]:
     used = set(_PLACEHOLDER.findall(text))
     if used != set(params):
         raise ValueError(f"template placeholders {sorted(used)} != parameters {sorted(params)}")
-    return yaml.safe_load(Template(text).substitute({name: cel(value) for name, value in params.items()}))
+    return yaml.load(Template(text).substitute({name: cel(value) for name, value in params.items()}), _LOADER)
 
 
 def runtimes(inventory: Inventory) -> list[str]:
@@ -533,6 +537,41 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
     return _validating(inventory, LIMITS, description, match, cel_, pods=True)
 
 
+# --- 12. Finished TrainJobs ------------------------------------------------------------------------------
+
+# How often the clean-up runs: a tenth of the TTL, between a minute and an hour, a divisor of an hour for cron.
+_CLEANUP_PERIODS_MINUTES = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)
+
+
+def cleanup_schedule(ttl_seconds: int) -> str:
+    """Cron for the clean-up: a finished job goes within its TTL plus a tenth of it (at least a minute, at most
+    an hour)."""
+    minutes = max(p for p in _CLEANUP_PERIODS_MINUTES if p == 1 or p * 600 <= ttl_seconds)
+    if minutes == 60:
+        return "0 * * * *"
+    return "* * * * *" if minutes == 1 else f"*/{minutes} * * * *"
+
+
+def finished_trainjobs(inventory: Inventory) -> dict[str, Any]:
+    ttl = inventory.cluster.queueing.finishedJobTTL
+    cel_ = fill(_template(FINISHED_TRAINJOBS), ttl=f"{duration.seconds(ttl)}s")
+    description = (f"Deletes a TrainJob of a research namespace {ttl} after it completed or failed (Trainer keeps "
+                   "finished TrainJobs; plain Jobs get ttlSecondsAfterFinished from job-defaults)")
+    spec = {
+        "matchConstraints": _match(inventory, _trainjobs(["*"])),
+        "conditions": cel_["conditions"],
+        "schedule": cleanup_schedule(duration.seconds(ttl)),
+        # The TrainJob's JobSet, Jobs and pods go with it, before it is gone.
+        "deletionPropagationPolicy": "Foreground",
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "DeletingPolicy",
+        "metadata": metadata(inventory, FINISHED_TRAINJOBS, annotations={"policies.kyverno.io/description": description}),
+        "spec": spec,
+    }
+
+
 def policies(inventory: Inventory) -> list[dict[str, Any]]:
     return [
         job_pod_storage(inventory),
@@ -547,4 +586,5 @@ def policies(inventory: Inventory) -> list[dict[str, Any]]:
         trainjob_image_arch(inventory),
         job_defaults(inventory),
         job_limits(inventory),
+        finished_trainjobs(inventory),
     ]

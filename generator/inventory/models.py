@@ -268,8 +268,8 @@ class Queueing(Strict):
     # Kueue's fair sharing: a cohort's idle quota goes to the group with the lowest weighted share of what it
     # borrows, and a group reclaiming its own quota preempts the borrower with the highest share first.
     fairSharing: bool = True
-    # A finished plain Job (and its pods) is deleted this long after it ends (spec.ttlSecondsAfterFinished,
-    # unless the Job sets its own).
+    # A finished job (and its pods) is deleted this long after it ends: a plain Job by its ttlSecondsAfterFinished
+    # (unless it sets its own), a TrainJob by the DeletingPolicy finished-trainjobs.
     finishedJobTTL: Duration = "7d"
     # The longest terminationGracePeriodSeconds a job's pods may ask for: a preempted or reclaimed job gives its
     # GPUs back at most this long after Kueue stops it.

@@ -1,6 +1,7 @@
 """The research-computing contract on the simulated FLAME (after the seed's journeys, same cluster), as
 researchers and never as admin: impossible requests refused at submission, priorities inside a group and who may
-use them, the walltime stopping a job and freeing its quota, and the queue seen through Kueue's visibility API.
+use them, the walltime stopping a job and freeing its quota, the queue seen through Kueue's visibility API, and
+finished TrainJobs deleted after the TTL (Kyverno's cleanup controller).
 Borrowed GPUs coming back is test_journeys.py's journey 4 (reclaimWithinCohort: Any, the default)."""
 from __future__ import annotations
 
@@ -8,15 +9,20 @@ import json
 import subprocess
 
 import pytest
+import yaml
 
 from generator.inventory.duration import seconds
 
 from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, long_job, no_jobs_left, poll,  # noqa: F401
-                                             researcher, submit, trainer_client, wait_workload, workload_of)
+                                             researcher, submit, trainer_client, wait_trainjob_complete,
+                                             wait_workload, workload_of)
+from tests.support.inventories import edited, setting, write
 from tests.journeys.test_journeys import CLASS, RUNTIME, cluster_queue_usage, groups
 from simulation.kube import ApiError, conditions
 
 PRIORITY = "kueue.x-k8s.io/priority-class"
+TRAINJOB = "trainer.kubeflow.org/v1alpha1"
+JOBSET = "jobset.x-k8s.io/v1alpha2"
 WALLTIME = "kueue.x-k8s.io/max-exec-time-seconds"
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues/default/pendingworkloads"
 
@@ -160,3 +166,26 @@ def test_c5_a_researcher_sees_the_queue_of_their_own_group_only(flame_cluster):
         assert item["positionInLocalQueue"] == 0 and item["localQueueName"] == "default", item
         # Another group's LocalQueue: forbidden.
         assert rb.client.raw(VISIBILITY.format(ns=ns)).status_code == 403
+
+
+def test_c6_a_finished_trainjob_is_deleted_after_the_ttl(flame_cluster, tmp_path):
+    """finished-trainjobs, run by Kyverno's cleanup controller with the chart's role and the rights gpugen adds to
+    it, deletes a TrainJob that Trainer marked Complete once the TTL has passed, and its JobSet with it. The TTL is
+    a commit's (a site keeping finished jobs one second), synced by Argo CD, then the committed one again."""
+    flame = flame_cluster
+    a, _ = groups(flame)
+    r = researcher(flame, a)
+    ns = r.namespaces[0]
+    short = write(edited(yaml.safe_load(flame.inventory_file.read_text()),
+                         setting("cluster.queueing.finishedJobTTL", "1s")), tmp_path / "gpu_classes.yaml")
+    with Timer("c6 finished TrainJob deleted"):
+        _, job = submit(r)
+        flame.sync(short, "keep finished jobs for one second")
+        try:
+            wait_trainjob_complete(r, ns, job)
+            # The schedule for a TTL this short is every minute.
+            poll(lambda: r.client.get(TRAINJOB, "TrainJob", job, ns) is None, 150,
+                 f"TrainJob {ns}/{job} deleted by finished-trainjobs")
+            assert flame.admin.get(JOBSET, "JobSet", job, ns) is None  # researchers cannot read JobSets
+        finally:
+            flame.sync(flame.inventory_file, "keep finished jobs for the committed TTL again")

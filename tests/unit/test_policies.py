@@ -700,10 +700,25 @@ def test_every_policy_enforces(inventories):
     for policy in kyverno.policies(inventories["flame"]):
         spec = policy["spec"]
         assert policy["apiVersion"] == "policies.kyverno.io/v1"
+        if policy["kind"] == "DeletingPolicy":  # not an admission policy: the cleanup controller runs it
+            assert policy["metadata"]["name"] == kyverno.FINISHED_TRAINJOBS
+            continue
         assert spec["failurePolicy"] == "Fail"
         assert "matchConditions" not in spec  # one shared webhook (see the module docstring)
         if policy["kind"] == "ValidatingPolicy":
             assert spec["validationActions"] == ["Deny"]
+
+
+@pytest.mark.parametrize("ttl, schedule", [
+    ("1s", "* * * * *"), ("10m", "* * * * *"), ("20m", "*/2 * * * *"), ("1h", "*/6 * * * *"),
+    ("90m", "*/6 * * * *"), ("2h", "*/12 * * * *"), ("5h", "*/30 * * * *"), ("10h", "0 * * * *"),
+    ("7d", "0 * * * *"),
+])
+def test_finished_trainjobs_are_looked_at_every_tenth_of_the_ttl(ttl, schedule):
+    """Within a tenth of the TTL after it (a divisor of an hour, at least a minute, at most an hour)."""
+    policy = kyverno.finished_trainjobs(variant(lambda d: d["cluster"]["queueing"].__setitem__("finishedJobTTL", ttl)))
+    assert policy["spec"]["schedule"] == schedule
+    assert f'duration("{seconds(ttl)}s")' in policy["spec"]["conditions"][0]["expression"]
 
 
 def big_inventory(classes: int, groups: int, namespaces_per_group: int) -> Inventory:
@@ -790,6 +805,8 @@ def expressions(policy: dict[str, Any]) -> dict[str, str]:
             found[f"{name}.validations[{i}].messageExpression"] = validation["messageExpression"]
     for i, mutation in enumerate(spec.get("mutations", [])):
         found[f"{name}.mutations[{i}]"] = mutation["jsonPatch"]["expression"]
+    for condition in spec.get("conditions", []):
+        found[f"{name}.conditions.{condition['name']}"] = condition["expression"]
     return found
 
 
