@@ -14,6 +14,7 @@ import yaml
 from generator.inventory.quantity import parse_quantity
 from generator.kinds import SYNCED_KINDS
 from generator.repo_server import KUSTOMIZATION_FILE
+from generator.builders import kyverno
 from generator.inventory import duration
 from generator.inventory.naming import GPU_CLASS_ANNOTATION, JOB_LIMITS
 
@@ -159,6 +160,11 @@ def _contract_risks(key: Key, old: dict[str, Any], new: dict[str, Any]) -> list[
         if old_weight is not None and new_weight is not None and parse_quantity(str(new_weight)) < parse_quantity(str(old_weight)):
             risks.append(Risk(key, f"{PREEMPTS}: fair-sharing weight {old_weight} -> {new_weight}; the group's jobs "
                                    "on borrowed GPUs may be preempted by the groups that lent them"))
+    old_ttl, new_ttl = kyverno.finished_ttl_seconds(old), kyverno.finished_ttl_seconds(new)
+    if old_ttl is not None and new_ttl is not None and new_ttl < old_ttl:
+        risks.append(Risk(key, f"finished TrainJobs deleted sooner: {duration.show(old_ttl)} -> "
+                               f"{duration.show(new_ttl)} after they end; those that ended longer ago go at the next "
+                               "run, with their logs"))
     if kind == "ConfigMap" and key[2] == JOB_LIMITS:
         old_data, new_data = old.get("data", {}), new.get("data", {})
         for name in sorted(old_data):

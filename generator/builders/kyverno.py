@@ -572,6 +572,17 @@ def finished_trainjobs(inventory: Inventory) -> dict[str, Any]:
     }
 
 
+_TTL_IN_CONDITION = re.compile(r'duration\("([0-9]+)s"\)')
+
+
+def finished_ttl_seconds(policy: dict[str, Any]) -> int | None:
+    """The TTL a rendered finished-trainjobs policy deletes after (what `plan` compares), None for another policy."""
+    if policy.get("kind") != "DeletingPolicy" or policy["metadata"]["name"] != FINISHED_TRAINJOBS:
+        return None
+    found = [_TTL_IN_CONDITION.search(c["expression"]) for c in policy["spec"].get("conditions", [])]
+    return next((int(m.group(1)) for m in found if m), None)
+
+
 def policies(inventory: Inventory) -> list[dict[str, Any]]:
     return [
         job_pod_storage(inventory),

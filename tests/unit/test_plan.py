@@ -53,6 +53,7 @@ SCENARIOS = {
     "change-runtime-image": (FLAME, edit.edit_text(FLAME, edit.set_image("gh200", "ghcr.io/urcf/pytorch:2.10.0-cuda13.0"))),
     "rename-flavor": (FLAME, FLAME.replace("    arch: arm64\n", "    arch: arm64\n    flavor: gh200-grace-hopper\n", 1)),
     "tighten-contract": (FLAME, FLAME.replace("      maximum: 7d\n", "      maximum: 2d\n")
+                         .replace("    finishedJobTTL: 7d\n", "    finishedJobTTL: 2d\n")
                          .replace("  deadline:\n    value: 1000\n    description: Runs for a paper or grant deadline; "
                                   "ahead of every other job of the group\n", "")),
     "start-reclaiming": (FLAME.replace("    cohort: flame\n", "    cohort: flame\n    reclaimWithinCohort: Never\n"
@@ -85,10 +86,13 @@ follow: oidc:nlp-lab loses access, oidc:vision-lab gains it.""",
 Change: gh200's image 2.9.1-cuda12.9 -> 2.10.0-cuda13.0.
 Expect: exactly one field changed (the runtime container's image), no risk.""",
     "tighten-contract": """\
-Change: gh200's walltime maximum 7d -> 2d, and priority class deadline removed (nobody may use it).
+Change: gh200's walltime maximum 7d -> 2d, priority class deadline removed (nobody may use it), finished jobs kept
+2d instead of 7d.
 Expect: the WorkloadPriorityClass deadline removed, with a risk (jobs naming it refused; queued ones keep their
 priority); every job-limits ConfigMap's gh200 and class-less maximum 604800 -> 172800, each with a walltime risk
-(running jobs keep their limit); vision-lab's ConfigMaps lose deadline from their priorities, with a risk.""",
+(running jobs keep their limit); vision-lab's ConfigMaps lose deadline from their priorities, with a risk; the
+DeletingPolicy finished-trainjobs' TTL 604800s -> 172800s with a risk (finished TrainJobs deleted sooner), and
+job-defaults' ttlSecondsAfterFinished for new Jobs changed without one.""",
     "start-reclaiming": """\
 Change: both groups from reclaimWithinCohort: Never and preemptWithinGroup: Never to the defaults (Any,
 LowerPriority).
