@@ -14,8 +14,7 @@ import yaml
 from generator.inventory.duration import seconds
 
 from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, long_job, no_jobs_left, poll,  # noqa: F401
-                                             researcher, submit, trainer_client, wait_trainjob_complete,
-                                             wait_workload, workload_of)
+                                             researcher, submit, trainer_client, wait_workload, workload_of)
 from tests.support.inventories import edited, setting, write
 from tests.journeys.test_journeys import CLASS, RUNTIME, cluster_queue_usage, groups
 from simulation.kube import ApiError, conditions
@@ -171,21 +170,28 @@ def test_c5_a_researcher_sees_the_queue_of_their_own_group_only(flame_cluster):
 def test_c6_a_finished_trainjob_is_deleted_after_the_ttl(flame_cluster, tmp_path):
     """finished-trainjobs, run by Kyverno's cleanup controller with the chart's role and the rights gpugen adds to
     it, deletes a TrainJob that Trainer marked Complete once the TTL has passed, and its JobSet with it. The TTL is
-    a commit's (a site keeping finished jobs one second), synced by Argo CD, then the committed one again."""
+    a commit's (a site keeping finished jobs five seconds, so the test sees the job Complete before it goes), synced
+    by Argo CD, then the committed one again."""
     flame = flame_cluster
     a, _ = groups(flame)
     r = researcher(flame, a)
     ns = r.namespaces[0]
     short = write(edited(yaml.safe_load(flame.inventory_file.read_text()),
-                         setting("cluster.queueing.finishedJobTTL", "1s")), tmp_path / "gpu_classes.yaml")
+                         setting("cluster.queueing.finishedJobTTL", "5s")), tmp_path / "gpu_classes.yaml")
     with Timer("c6 finished TrainJob deleted"):
-        _, job = submit(r)
-        flame.sync(short, "keep finished jobs for one second")
+        flame.sync(short, "keep finished jobs for five seconds")
         try:
-            wait_trainjob_complete(r, ns, job)
-            # The schedule for a TTL this short is every minute.
-            poll(lambda: r.client.get(TRAINJOB, "TrainJob", job, ns) is None, 150,
-                 f"TrainJob {ns}/{job} deleted by finished-trainjobs")
+            _, job = submit(r)
+            seen = []  # the TrainJob's Complete condition at each look, until it is gone
+
+            def deleted() -> bool:
+                live = r.client.get(TRAINJOB, "TrainJob", job, ns)
+                if live is not None:
+                    seen.append(conditions(live).get("Complete", {}).get("status") == "True")
+                return live is None
+            # The job runs for seconds; the schedule for a TTL this short is every minute.
+            poll(deleted, TIMEOUT + 150, f"TrainJob {ns}/{job} deleted by finished-trainjobs")
+            assert seen and seen[-1], f"TrainJob {ns}/{job} was deleted before it was seen Complete"
             assert flame.admin.get(JOBSET, "JobSet", job, ns) is None  # researchers cannot read JobSets
         finally:
             flame.sync(flame.inventory_file, "keep finished jobs for the committed TTL again")
