@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the pinned upstream tools from their Go modules into the cache:
-#   tools/build.sh [TOOL ...]        (default: every tool in tools/tools.list, in that order)
+#   tools/build.sh [TOOL ...]        (default: every tool in tools/tools.list not marked optional, in that order)
 # A tool whose versioned binary is already cached is skipped. Each build runs in a
 # throw-away wrapper module under the cache (never committed), so upstream `replace`
 # lines that `go install pkg@version` would refuse can be carried over. Tools from one
