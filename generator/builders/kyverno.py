@@ -207,6 +207,16 @@ def _variables(expressions: dict[str, str]) -> list[dict[str, str]]:
 
 
 def _policy(inventory: Inventory, kind: str, name: str, description: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": metadata(inventory, name, annotations={"policies.kyverno.io/description": description}),
+        "spec": spec,
+    }
+
+
+def _admission_policy(inventory: Inventory, kind: str, name: str, description: str,
+                      spec: dict[str, Any]) -> dict[str, Any]:
     evaluation: dict[str, Any] = {
         "admission": {"enabled": True},
         # Admission guardrails: they read request.userInfo and oldObject, which a background scan has not.
@@ -215,12 +225,7 @@ def _policy(inventory: Inventory, kind: str, name: str, description: str, spec: 
     if kind == "MutatingPolicy":
         evaluation["mutateExisting"] = {"enabled": False}
         evaluation["skipBackgroundRequests"] = True  # the server's default, explicit so Argo CD sees no drift
-    return {
-        "apiVersion": API_VERSION,
-        "kind": kind,
-        "metadata": metadata(inventory, name, annotations={"policies.kyverno.io/description": description}),
-        "spec": {**spec, "evaluation": evaluation},
-    }
+    return _policy(inventory, kind, name, description, {**spec, "evaluation": evaluation})
 
 
 def _validating(inventory: Inventory, name: str, description: str, match: dict[str, Any],
@@ -236,7 +241,7 @@ def _validating(inventory: Inventory, name: str, description: str, match: dict[s
         spec["autogen"] = {"podControllers": {"controllers": []}}
     spec["variables"] = _variables(cel_.get("variables", {}))
     spec["validations"] = cel_["validations"]
-    return _policy(inventory, "ValidatingPolicy", name, description, spec)
+    return _admission_policy(inventory, "ValidatingPolicy", name, description, spec)
 
 
 def _mutating(inventory: Inventory, name: str, description: str, match: dict[str, Any],
@@ -248,7 +253,7 @@ def _mutating(inventory: Inventory, name: str, description: str, match: dict[str
         "variables": _variables(cel_["variables"]),
         "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": cel_["patch"]}}],
     }
-    return _policy(inventory, "MutatingPolicy", name, description, spec)
+    return _admission_policy(inventory, "MutatingPolicy", name, description, spec)
 
 
 # --- 1. Storage ----------------------------------------------------------------------------------------
@@ -554,22 +559,18 @@ def cleanup_schedule(ttl_seconds: int) -> str:
 
 def finished_trainjobs(inventory: Inventory) -> dict[str, Any]:
     ttl = inventory.cluster.queueing.finishedJobTTL
-    cel_ = fill(_template(FINISHED_TRAINJOBS), ttl=f"{duration.seconds(ttl)}s")
+    ttl_seconds = duration.seconds(ttl)
+    cel_ = fill(_template(FINISHED_TRAINJOBS), ttl=f"{ttl_seconds}s")
     description = (f"Deletes a TrainJob of a research namespace {ttl} after it completed or failed (Trainer keeps "
                    "finished TrainJobs; plain Jobs get ttlSecondsAfterFinished from job-defaults)")
     spec = {
         "matchConstraints": _match(inventory, _trainjobs(["*"])),
         "conditions": cel_["conditions"],
-        "schedule": cleanup_schedule(duration.seconds(ttl)),
+        "schedule": cleanup_schedule(ttl_seconds),
         # The TrainJob's JobSet, Jobs and pods go with it, before it is gone.
         "deletionPropagationPolicy": "Foreground",
     }
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "DeletingPolicy",
-        "metadata": metadata(inventory, FINISHED_TRAINJOBS, annotations={"policies.kyverno.io/description": description}),
-        "spec": spec,
-    }
+    return _policy(inventory, "DeletingPolicy", FINISHED_TRAINJOBS, description, spec)
 
 
 _TTL_IN_CONDITION = re.compile(r'duration\("([0-9]+)s"\)')
