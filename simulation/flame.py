@@ -40,10 +40,12 @@ HOOK_IMAGES = {"kyverno-cli": "kyverno"}
 # Tools (controllers) that bind all interfaces unless a flag names the host to listen on.
 HOST_FLAGS = {"kyverno-controller": ("--webhookServerHost", "--metricsHost"),
               "kyverno-cleanup-controller": ("--cleanupServerHost", "--metricsHost")}
-# What the simulation adds to a component's environment. Kyverno's http library refuses loopback and private
-# addresses unless told otherwise; the tests' image registry listens on loopback, where a cluster's registries
-# never are (cloud metadata addresses stay refused).
-SIMULATION_ENV = {"kyverno-controller": (("FLAG_HTTP_BLOCKLIST", "169.254.0.0/16,metadata.google.internal"),)}
+# Kyverno's http library refuses loopback and private addresses unless told otherwise (--httpBlocklist, or this
+# variable); the tests' image registry listens on loopback, where a cluster's registries never are (cloud metadata
+# addresses stay refused). The policy tests give the kyverno CLI the same.
+KYVERNO_HTTP_BLOCKLIST = ("FLAG_HTTP_BLOCKLIST", "169.254.0.0/16,metadata.google.internal")
+# What the simulation adds to a component's environment.
+SIMULATION_ENV = {"kyverno-controller": (KYVERNO_HTTP_BLOCKLIST,)}
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
 # Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
 NOT_RUN = {

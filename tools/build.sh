@@ -62,7 +62,7 @@ build() {
   export -f make_wrapper
   set +e
   # One wrapper per module@version unless given; a lock keeps two builds from sharing it at once.
-  [ -n "$wrapper" ] || wrapper="$WRAP_DIR/${module//\//_}-$version"
+  [ -n "$wrapper" ] || wrapper="$(wrapper_dir "$module" "$version")"
   CGO_ENABLED=0 bash -euxo pipefail -c '
     exec 9>"$1.lock" && flock 9
     make_wrapper "$1" "$2" "$3"
@@ -95,7 +95,8 @@ build_main() {
   if [ -x "$bin" ]; then report_cached "$tool"; return 0; fi
   for p in "$@"; do pkgs+=("$p@$version"); done
   echo "$tool: building $main_dir against $module@$version (log: $log)"
-  local start=$SECONDS rc wrapper="$WRAP_DIR/${module//\//_}-$version"
+  local start=$SECONDS rc wrapper
+  wrapper="$(wrapper_dir "$module" "$version")"
   export -f make_wrapper
   set +e
   CGO_ENABLED=0 bash -euxo pipefail -c '

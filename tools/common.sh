@@ -30,6 +30,9 @@ tool_version() {
   echo "${!key}"
 }
 
+# The throw-away wrapper module that builds MODULE at VERSION (tools/build.sh).
+wrapper_dir() { echo "$WRAP_DIR/${1//\//_}-$2"; }
+
 # Path of the cached binary for a tool at its pinned version.
 tool_bin() { echo "$BIN_DIR/$1-$(tool_version "$1")"; }
 

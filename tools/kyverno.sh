@@ -17,7 +17,7 @@ kyverno_build() {
   if [ -f "$bin.patch" ]; then
     echo "$tool: the cached binary carries $(basename "$KYVERNO_SDK_PATCH"): rebuilding as released"
     rm -f "$bin" "$bin.patch"
-    rm -rf "$WRAP_DIR/github.com_kyverno_kyverno-$(tool_version "$tool")"
+    rm -rf "$(wrapper_dir github.com/kyverno/kyverno "$(tool_version "$tool")")"
   fi
   build "$tool" github.com/kyverno/kyverno "github.com/kyverno/kyverno/$2" "-s -w"
 }
@@ -28,7 +28,7 @@ kyverno_patched_build() {
   version="$(tool_version "$tool")"
   bin="$(tool_bin "$tool")"
   hash="$(sha256sum "$KYVERNO_SDK_PATCH" | cut -c1-12)"
-  wrapper="$WRAP_DIR/${module//\//_}-$version-sdk-patched"
+  wrapper="$(wrapper_dir "$module" "$version")-sdk-patched"
   export -f make_wrapper
   # Under the wrapper's lock, as build() takes it: the Go build must not see go.mod change half-way.
   bash -euo pipefail -c '

@@ -5,15 +5,13 @@ cases in tests/unit/test_policies.py, now from the API server's answer to a rese
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
 from tests.journeys.journeys_support import poll, researcher  # noqa: E402,F401
 from simulation.kube import ApiError  # noqa: E402
 from tests.support.inventories import edited, setting, write
-from tests.support.registry import HUB_REGISTRY, LOCALHOST_REGISTRY, PUBLIC_REGISTRY, REGISTRY
+from tests.support.registry import HUB_REGISTRY, LOCALHOST_REGISTRY, REGISTRY, with_test_registry
 
 pytestmark = pytest.mark.tools
 
@@ -46,9 +44,7 @@ def test_live_image_architecture_against_the_registry(flame_cluster, registry, t
     for port in {int(a.rsplit(":", 1)[1]) for a in (address, hub)}:
         flame_cluster.network.expose(port)
     # A commit listing the test registry among the public registries (as a site lists its own), synced by Argo CD.
-    public = {**{host: registry.model_dump(exclude_defaults=True) for host, registry in
-                 flame_cluster.inventory.cluster.components.kyverno.publicRegistries.items()},
-              **json.loads(json.dumps(PUBLIC_REGISTRY).replace(HUB_REGISTRY, hub))}
+    public = with_test_registry(flame_cluster.inventory.cluster.components.kyverno, hub)
     listed = write(edited(yaml.safe_load(flame_cluster.inventory_file.read_text()),
                           setting("cluster.components.kyverno.publicRegistries", public)), tmp_path / "gpu_classes.yaml")
     flame_cluster.sync(listed, "list the site's image registry as public")

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from generator.versions import pin
+from simulation.flame import KYVERNO_HTTP_BLOCKLIST
 from simulation.upstream import go_program
 from tests.support import REPO
 
@@ -25,10 +26,17 @@ LOCALHOST_REGISTRY = "LOCALHOST_REGISTRY"
 # listed, and images are read with Kyverno's image library only, as from a private registry.
 PUBLIC_REGISTRY = {"127.0.0.1": {"tokenService": f"http://{HUB_REGISTRY}/token?service=gpugen-test",
                                  "plainHTTP": True}}
-# Kyverno blocks its http library from loopback and private addresses unless told otherwise (--httpBlocklist,
-# or this variable): the tests' registry is on loopback. Cloud metadata addresses stay blocked.
-HTTP_BLOCKLIST = {"FLAG_HTTP_BLOCKLIST": "169.254.0.0/16,metadata.google.internal"}
+# The kyverno CLI's environment for the registry on loopback, as the simulated FLAME gives its Kyverno.
+HTTP_BLOCKLIST = dict([KYVERNO_HTTP_BLOCKLIST])
 REGISTRY_USER, REGISTRY_PASSWORD = "researcher", "registry-password"
+
+
+def with_test_registry(settings, hub: str = HUB_REGISTRY) -> dict:
+    """Kyverno settings' publicRegistries (cluster.components.kyverno) as inventory data, with the test registry
+    added (PUBLIC_REGISTRY), its token service at `hub` (an address, or the placeholder filled in later)."""
+    listed = {host: public.model_dump(exclude_defaults=True) for host, public in settings.publicRegistries.items()}
+    return {**listed, **{host: {**entry, "tokenService": entry["tokenService"].replace(HUB_REGISTRY, hub)}
+                         for host, entry in PUBLIC_REGISTRY.items()}}
 REGISTRY_SOURCE = REPO / "tests" / "policies" / "registry" / "main.go"
 
 

@@ -47,8 +47,8 @@ from generator.inventory.duration import seconds
 from generator.inventory.naming import controller_identities, runtime_name
 from generator.versions import pin
 from tests.support.inventories import inventory as validated, variant
-from tests.support.registry import (HTTP_BLOCKLIST, LOCALHOST_REGISTRY, PUBLIC_REGISTRY, REGISTRY, REGISTRY_PASSWORD,
-                                    REGISTRY_USER)
+from tests.support.registry import (HTTP_BLOCKLIST, LOCALHOST_REGISTRY, REGISTRY, REGISTRY_PASSWORD, REGISTRY_USER,
+                                    with_test_registry)
 
 HERE = REPO / "tests" / "policies"
 CASES_FILE = HERE / "cases.yaml"
@@ -396,9 +396,7 @@ def inventories() -> dict[str, Inventory]:
         settings = load_inventory(path).cluster.components.kyverno
         kyverno_settings = data["cluster"].setdefault("components", {}).setdefault(
             "kyverno", settings.model_dump(exclude={"publicRegistries"}, exclude_none=True))
-        kyverno_settings["publicRegistries"] = {
-            **{host: registry.model_dump(exclude_defaults=True) for host, registry in settings.publicRegistries.items()},
-            **PUBLIC_REGISTRY}
+        kyverno_settings["publicRegistries"] = with_test_registry(settings)
         loaded[name] = validated(data, str(path))
     return loaded
 
