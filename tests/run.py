@@ -5,8 +5,8 @@ time waiting on its controllers (Argo CD's waves and syncs, Kueue's admissions),
 Run one after the other they add up; side by side they overlap. Side by side at equal priority the FLAME was the
 longer half, so the other tiers run at a lower CPU priority (nice 5): on a 2-core machine its controllers get the
 cores first, and the two halves end at about the same time (at nice 10 the other tiers became the longer half).
-The FLAME's process writes to a log, shown whole when both are done, so the two outputs never interleave. The exit code is the worse of the two (a half that
-selects no test does not count).
+The FLAME's process writes to a log, shown whole when both are done, so the two outputs never interleave. The
+exit code is the worse of the two (a half that selects no test does not count).
 
     python -m tests.run [PYTEST ARGS]     # the arguments go to both processes
 """

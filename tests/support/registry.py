@@ -13,8 +13,9 @@ from simulation.flame import KYVERNO_HTTP_BLOCKLIST
 from simulation.upstream import go_program
 from tests.support import REPO
 
-# Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<REPO_TAG>, e.g. DIGEST_VISION_TRAIN_ARM64_SINGLE); the fixture fills in the
-# address of the registry it started and the digests it pushed.
+# Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<REPO_TAG>, e.g.
+# DIGEST_VISION_TRAIN_ARM64_SINGLE); the fixture fills in the address of the registry it started and the digests
+# it pushed.
 REGISTRY = "REGISTRY"
 # The registry's second address, serving its repositories as a public registry with token authentication does.
 HUB_REGISTRY = "HUB_REGISTRY"
@@ -43,7 +44,8 @@ REGISTRY_SOURCE = REPO / "tests" / "policies" / "registry" / "main.go"
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/policies/registry):
-    placeholder -> value for the test objects and inventories (REGISTRY, HUB_REGISTRY, LOCALHOST_REGISTRY, DIGEST_<REPO_TAG>)."""
+    placeholder -> value for the test objects and inventories (REGISTRY, HUB_REGISTRY, LOCALHOST_REGISTRY,
+    DIGEST_<REPO_TAG>)."""
     import threading
 
     binary = go_program(REGISTRY_SOURCE, "gpugen.local/test-registry",
