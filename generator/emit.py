@@ -139,10 +139,10 @@ def _one_line(text: str) -> str:
 
 
 def _literal(text: str, indent: int) -> str:
-    """A multi-line string as a literal block (`|-` or `|`) whose lines start at column `indent`; libyaml
-    falls back to double quotes (trailing spaces), adds an indentation hint (leading space or line break) or
+    """A multi-line string as a literal block (`|-` or `|`) whose lines start at column `indent`, however long
+    (a literal block never folds); libyaml falls back to double quotes (trailing spaces), adds an indentation hint (leading space or line break) or
     keeps extra final line breaks (`|+`) otherwise: those are left to it."""
-    if (len(text) > _MAX_SCALAR or not _LINES.fullmatch(text) or " \n" in text or text[-1] == " "
+    if (not _LINES.fullmatch(text) or " \n" in text or text[-1] == " "
             or text[0] in " \n" or text.endswith("\n\n")):
         return _double_quoted(text) + "\n"
     chomp, body = ("", text[:-1]) if text[-1] == "\n" else ("-", text)

@@ -109,6 +109,8 @@ def test_random_documents_match_libyaml_or_read_back():
     "---", "---x", "...", "x...", "'quoted'", "it's", '"dq"', "@at", "`tick", "%pct", "x|y", "a\nb", "a\nb\n",
     "a\n\nb", "a\n  indented\nb", "a\nb\n\n", " lead\nx", "\nlead", "x \ny", "x\ny ", "tab\there", "cr\rhere",
     "", "y", "1e3", "-5", "0777",
+    # Longer than the direct writer's one-line limit: a literal block still (a dashboard's JSON).
+    '{\n  "title": "x",\n' * 400 + "}\n",
 ])
 def test_style_choices_match_libyaml(text):
     document = {"value": text, "list": [text, [text]], "nested": {"k": text, "items": [{"k": text}]}}
