@@ -6,22 +6,26 @@ from __future__ import annotations
 import gc
 import sys
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
 from generator import usecases
-from generator.errors import BaseUnreadable, EditRefused, InventoryInvalid, OutputRefused, OverLimits, Problem
+from generator.accounting import DEFAULT_FROM, DEFAULT_STEP, parse_period
+from generator.errors import (BaseUnreadable, EditRefused, InventoryInvalid, NoData, OutputRefused, OverLimits, Problem,
+                              PrometheusUnavailable)
 from generator.files.fs import describe_os_error
 
 EXIT_STALE = 1
+EXIT_NO_REPORT = 1  # report: Prometheus unreachable or without the data; nothing written
 EXIT_INVALID = 2
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """gpugen: render a GPU cluster's Kubeflow Trainer runtimes, Kueue queues, Kyverno policies, RBAC
-    and Argo CD Application from the inventory gpu_classes.yaml."""
+    and Argo CD Application from the inventory gpu_classes.yaml, and report the GPU-hours its groups used."""
 
 
 def _exit_invalid(invalid: InventoryInvalid, inventory_path: Path, summary: str) -> None:
@@ -248,6 +252,95 @@ def schema(out_path: Path | None) -> None:
         click.echo(text, nl=False)
     elif written:
         click.echo(f"wrote {out_path}")
+
+
+def _prometheus_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from generator.prometheus_api import check_url  # urllib is imported only to report
+
+    try:
+        return check_url(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+@contextmanager
+def _progress(enabled: bool):
+    """A progress callback drawing click's progress bar on stderr, or None."""
+    if not enabled:
+        yield None
+        return
+    bars: list = []
+
+    def update(done: int, total: int) -> None:
+        if not bars:
+            bars.append(click.progressbar(length=total, label="Querying Prometheus", file=sys.stderr).__enter__())
+        bars[0].update(done - bars[0].pos)
+
+    try:
+        yield update
+    finally:
+        if bars:
+            bars[0].__exit__(None, None, None)
+
+
+def _report_refused(message: str, code: int) -> None:
+    click.echo(f"gpugen report: {message}", err=True)
+    sys.exit(code)
+
+
+@main.command()
+@click.option("--inventory", "inventory_path", default="gpu_classes.yaml", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), callback=_note_inventory,
+              help="Inventory naming the groups, classes and allocations to report.")
+@click.option("--prometheus", "prometheus_url", required=True, metavar="URL", callback=_prometheus_url,
+              help="Base URL of a Prometheus that scrapes Kueue's metrics, e.g. http://127.0.0.1:9090.")
+@click.option("--from", "start", default=DEFAULT_FROM, show_default=True, metavar="TIME",
+              help="Start: ISO 8601 (UTC unless it has an offset), or a duration before --to (30d, 12h).")
+@click.option("--to", "end", metavar="TIME", help="End: ISO 8601, or a duration before now.  [default: now]")
+@click.option("--step", default=DEFAULT_STEP, show_default=True, metavar="DURATION",
+              help="Resolution: Kueue's usage is sampled every STEP (at most one STEP of error per job start or end).")
+@click.option("--format", "output_format", type=click.Choice(["table", "csv"]), default="table", show_default=True,
+              help="csv: a header row and one row per group and class, with stable columns.")
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report (in --format) to this file instead of stdout.")
+@click.option("--chart", "chart_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Draw the GPUs in use over time, one plot per class, one band per group: FILE.png or FILE.svg "
+                   "(needs matplotlib: pip install 'gpugen[report]').")
+@click.option("--progress/--no-progress", default=None,
+              help="Show a progress bar on stderr.  [default: when stderr is a terminal]")
+def report(inventory_path: Path, prometheus_url: str, start: str, end: str | None, step: str, output_format: str,
+           output_path: Path | None, chart_path: Path | None, progress: bool | None) -> None:
+    """Report the GPU-hours (and CPU-hours, memory GiB-hours) each research group used per GPU class over a
+    period, against its allocation, from Kueue's kueue_cluster_queue_resource_usage in Prometheus: the quota Kueue
+    admitted, not the utilisation the GPUs measured.
+
+    Exit codes: 0 reported; 1 Prometheus unreachable, refusing the query or without Kueue's usage for the period;
+    2 invalid options or inventory, or an output that cannot be written. Nothing is written unless every query
+    succeeded.
+    """
+    try:
+        period = parse_period(start, end, step, datetime.now(timezone.utc))
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    try:
+        with _inventory_refusals(inventory_path, "{count} problem(s); nothing reported."), \
+                _progress(sys.stderr.isatty() if progress is None else progress) as callback:
+            result = usecases.report(inventory_path, prometheus_url, period, output_format, output_path, chart_path,
+                                     callback)
+    except (PrometheusUnavailable, NoData) as refused:
+        _report_refused(f"{refused}; nothing written.", EXIT_NO_REPORT)
+    except OutputRefused as refused:
+        _report_refused(f"{refused}; nothing written.", EXIT_INVALID)
+    except OSError as error:
+        _report_refused(describe_os_error(error), EXIT_INVALID)
+    if result.ignored:
+        listed = "; ".join(result.ignored[:5]) + (" ..." if len(result.ignored) > 5 else "")
+        click.echo(f"warning: not counted (not in {inventory_path}): {listed}", err=True)
+    for written in (chart_path, output_path):
+        if written is not None:
+            click.echo(f"wrote {written}", err=True)
+    if result.text is not None:
+        click.echo(result.text, nl=False)
 
 
 # A process-wide bound on memory, whatever the inventory: the input limits keep every inventory we could

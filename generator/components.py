@@ -28,6 +28,17 @@ SECRET = {"group": "", "kind": "Secret"}
 
 
 @dataclass(frozen=True)
+class MetricsEndpoint:
+    """Where the chart's controllers serve Prometheus metrics: the labels of the metrics Services (all of them
+    when there are several), the Service port's name, and its scheme. controller-runtime's https endpoints
+    authorize the scraper with a SubjectAccessReview of GET /metrics; Kyverno's http ones do not."""
+
+    service_labels: tuple[tuple[str, str], ...]
+    port: str
+    scheme: str
+
+
+@dataclass(frozen=True)
 class Chart:
     """An upstream Helm chart: where Argo CD pulls it from, where the pinned Go module ships it, and the kinds
     it renders (checked against `helm template` of the pinned charts; Helm hooks other than pre/post-install/
@@ -44,6 +55,8 @@ class Chart:
     # Secrets the chart renders and the controller then fills with its webhook certificate (the name its
     # Configuration gives the cert manager): Argo CD must neither report nor undo that.
     cert_secrets: tuple[str, ...] = ()
+    # Read from the chart's Services as rendered with the release name below (checked by the chart tier).
+    metrics: MetricsEndpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,10 @@ COMPONENTS: dict[str, ComponentFacts] = {c.name: c for c in (
         # Kyverno registers its webhook configurations itself, at run time.
         Chart("https://kyverno.github.io/kyverno/", False, "kyverno", "KYVERNO_CHART_VERSION",
               "github.com/kyverno/kyverno", "KYVERNO_VERSION",
-              (CRD, *RBAC_CLUSTER_KINDS), (*NAMESPACED_BASICS, {"group": "batch", "kind": "Job"})),
+              (CRD, *RBAC_CLUSTER_KINDS), (*NAMESPACED_BASICS, {"group": "batch", "kind": "Job"}),
+              # Its admission, background, cleanup and reports controllers, each behind a <name>-metrics Service.
+              metrics=MetricsEndpoint((("app.kubernetes.io/instance", "kyverno"),
+                                       ("app.kubernetes.io/part-of", "kyverno")), "metrics-port", "http")),
         release="kyverno",
         # Needs no other component: sharing Kueue's wave overlaps the two longest installs, both dominated by
         # their CRDs.
@@ -78,7 +94,9 @@ COMPONENTS: dict[str, ComponentFacts] = {c.name: c for c in (
         "the JobSet CRD and controller every TrainJob runs through",
         Chart("registry.k8s.io/jobset/charts", True, "jobset", "JOBSET_CHART_VERSION",
               "sigs.k8s.io/jobset", "JOBSET_VERSION",
-              (CRD, *RBAC_CLUSTER_KINDS, *WEBHOOKS), (*NAMESPACED_BASICS, SECRET), ("jobset-webhook-server-cert",)),
+              (CRD, *RBAC_CLUSTER_KINDS, *WEBHOOKS), (*NAMESPACED_BASICS, SECRET), ("jobset-webhook-server-cert",),
+              MetricsEndpoint((("app.kubernetes.io/component", "controller"),
+                               ("app.kubernetes.io/instance", "jobset")), "https", "https")),
         # fullnameOverride "jobset" (as Trainer's chart sets for its bundled copy) makes the service account
         # jobset-controller.
         release="jobset", wave="0", service_account="jobset-controller"),
@@ -87,7 +105,9 @@ COMPONENTS: dict[str, ComponentFacts] = {c.name: c for c in (
         "the ClusterTrainingRuntime/TrainJob CRDs and the Trainer controller",
         Chart("ghcr.io/kubeflow/charts", True, "kubeflow-trainer", "TRAINER_CHART_VERSION",
               "github.com/kubeflow/trainer/v2", "TRAINER_VERSION",
-              (CRD, *RBAC_CLUSTER_KINDS, *WEBHOOKS), (*NAMESPACED_BASICS, SECRET), ("kubeflow-trainer-webhook-cert",)),
+              (CRD, *RBAC_CLUSTER_KINDS, *WEBHOOKS), (*NAMESPACED_BASICS, SECRET), ("kubeflow-trainer-webhook-cert",),
+              MetricsEndpoint((("app.kubernetes.io/component", "manager"),
+                               ("app.kubernetes.io/instance", "kubeflow-trainer")), "monitoring-port", "https")),
         # The chart's name as release makes the controller kubeflow-trainer-controller-manager, as in upstream's
         # manifests. After JobSet: its controller watches JobSets.
         release="kubeflow-trainer", wave="1", service_account="kubeflow-trainer-controller-manager"),
@@ -97,7 +117,9 @@ COMPONENTS: dict[str, ComponentFacts] = {c.name: c for c in (
         Chart("registry.k8s.io/kueue/charts", True, "kueue", "KUEUE_CHART_VERSION",
               "sigs.k8s.io/kueue", "KUEUE_VERSION",
               (CRD, *RBAC_CLUSTER_KINDS, *WEBHOOKS, {"group": "apiregistration.k8s.io", "kind": "APIService"}),
-              (*NAMESPACED_BASICS, SECRET), ("kueue-webhook-server-cert",)),
+              (*NAMESPACED_BASICS, SECRET), ("kueue-webhook-server-cert",),
+              MetricsEndpoint((("app.kubernetes.io/component", "metrics-service"),
+                               ("app.kubernetes.io/instance", "kueue")), "https", "https")),
         # After Trainer and JobSet: its TrainJob and JobSet integrations start with their CRDs present.
         release="kueue", wave="2", service_account="kueue-controller-manager"),
 )}

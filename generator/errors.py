@@ -58,3 +58,13 @@ class GitError(Exception):
 
 class BaseUnreadable(Exception):
     """The base tree of a plan cannot be read at the revision asked for."""
+
+
+class PrometheusUnavailable(Exception):
+    """Prometheus did not answer a report's query (unreachable, an HTTP error, an API error): one line naming
+    the URL and what to check."""
+
+
+class NoData(Exception):
+    """Prometheus answered without the usage series the report needs: a report of zeros would read as idle
+    groups. One line naming the URL and what to check."""

@@ -28,11 +28,13 @@ KYVERNO = ApiGroup("policies.kyverno.io", "v1", "kyverno")
 RBAC = ApiGroup("rbac.authorization.k8s.io", "v1", "rbac")
 ARGOCD = ApiGroup("argoproj.io", "v1alpha1", "argocd")
 CORE = ApiGroup("", "v1", "core")
+# The Prometheus Operator's CRDs, installed by the site (inventory cluster.monitoring).
+MONITORING = ApiGroup("monitoring.coreos.com", "v1", "monitoring")
 # Matched by policies, never written.
 JOBSET = ApiGroup("jobset.x-k8s.io", "v1alpha2")
 BATCH = ApiGroup("batch", "v1")
 
-GROUP_FOLDERS = {group.name: group.folder for group in (TRAINER, KUEUE, KYVERNO, RBAC, ARGOCD, CORE)}
+GROUP_FOLDERS = {group.name: group.folder for group in (TRAINER, KUEUE, KYVERNO, RBAC, ARGOCD, CORE, MONITORING)}
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,14 @@ SYNCED_KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind(RBAC, "RoleBinding", True, "0"),
     # Read by the guardrails at admission: with them, after the namespaces.
     Kind(CORE, "ConfigMap", True, "-1"),
+    # Only with cluster.monitoring: what the site's Prometheus scrapes and evaluates.
+    Kind(MONITORING, "ServiceMonitor", True, "0"),
+    Kind(MONITORING, "PrometheusRule", True, "0"),
 )}
 
 
-def project_whitelist(namespaced: bool) -> tuple[dict[str, str], ...]:
-    """The synced kinds of one scope as an AppProject's resource whitelist writes them."""
-    return tuple({"group": k.group.name, "kind": k.kind} for k in SYNCED_KINDS.values() if k.namespaced == namespaced)
+def project_whitelist(namespaced: bool, monitoring: bool) -> tuple[dict[str, str], ...]:
+    """The synced kinds of one scope as an AppProject's resource whitelist writes them; the Prometheus
+    Operator's only where the inventory renders them (a cluster without its CRDs)."""
+    return tuple({"group": k.group.name, "kind": k.kind} for k in SYNCED_KINDS.values()
+                 if k.namespaced == namespaced and (monitoring or k.group is not MONITORING))

@@ -1,8 +1,10 @@
-"""What gpugen does for its user, one function each: render, check, plan, edit the inventory, export its schema.
+"""What gpugen does for its user, one function each: render, check, plan, edit the inventory, export its schema,
+report the GPU-hours each group used.
 
-Each reads the inventory, builds with the pure core and touches the file system only through `_locked`: outputs
-resolved (a symlink is written through), refused when they coincide, nest or would replace an input, then one
-lock over all of them and the leftovers of a killed run removed, before anything is read or staged. The CLI
+Render, check, plan and edit read the inventory, build with the pure core and touch the file system only through
+`_locked`: outputs resolved (a symlink is written through), refused when they coincide, nest or would replace an
+input, then one lock over all of them and the leftovers of a killed run removed, before anything is read or staged.
+The schema and the report write single files of their own, each replaced whole (write_file_atomically). The CLI
 parses options, calls one of these and maps the exceptions of generator/errors.py to messages and exit codes.
 """
 
@@ -11,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from generator.errors import BaseUnreadable, EditRefused, GitError
+from generator.errors import BaseUnreadable, EditRefused, GitError, OutputRefused
 from generator.inventory import load_inventory
 from generator.repo_server import directory_size_warning
 from generator.tree import RenderedTrees, render_trees
@@ -25,6 +28,9 @@ from generator.files.lock import output_lock, remove_leftovers
 from generator.files.paths import check_outputs_apart, resolve_output
 from generator.files.scan import Changes, generated_by_us
 from generator.files.staging import Pending, apply_outputs, pending_file, pending_tree
+
+if TYPE_CHECKING:
+    from generator.accounting import Period
 
 
 @dataclass(frozen=True)
@@ -151,3 +157,37 @@ def export_schema(out_path: Path | None) -> tuple[str, bool]:
     write_file_atomically(out_path, text.encode("utf-8"))
     return text, True
 
+
+@dataclass(frozen=True)
+class ReportResult:
+    text: str | None  # the report for stdout; None when it was written to a file
+    ignored: list[str]  # series Prometheus has that the inventory does not name
+
+
+def report(inventory_path: Path, prometheus_url: str, period: Period, output_format: str = "table",
+           output: Path | None = None, chart: Path | None = None,
+           progress: Callable[[int, int], None] | None = None) -> ReportResult:
+    """Each group's GPU-, CPU- and memory-hours per class over `period` from Kueue's metrics in
+    Prometheus, against its allocation: the report as text (table or csv), or written to `output`, and the chart
+    to `chart` (PNG or SVG by its suffix). Raises InventoryInvalid, OutputRefused (a chart it cannot draw),
+    PrometheusUnavailable, NoData, OSError; writes nothing before every answer is in."""
+    from generator import accounting, report_output  # report-only imports stay off the render path
+    from generator.prometheus_api import Prometheus
+
+    inventory = load_inventory(inventory_path)
+    # Refused before minutes of queries, not after.
+    chart_format = report_output.check_chart(chart) if chart is not None else None
+    files = [resolve_output(path) for path in (output, chart) if path is not None]
+    check_outputs_apart([], files, [resolve_output(inventory_path)])
+    for path in files:
+        if not path.parent.is_dir():
+            raise OutputRefused(f"{path}: no such directory")
+    client = Prometheus(prometheus_url)
+    series = accounting.collect(client.query_range(accounting.usage_query(), period, progress))
+    result = accounting.usage_report(inventory, period, series, client.url)
+    text = report_output.csv_text(result) if output_format == "csv" else report_output.table(result)
+    if chart is not None:
+        write_file_atomically(chart, report_output.chart(result, chart_format))
+    if output is not None:
+        write_file_atomically(output, text.encode("utf-8"))
+    return ReportResult(None if output is not None else text, result.ignored)

@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
+from generator.builders import grafana
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory import duration
 from generator.inventory.models import GpuClass, Inventory
@@ -115,7 +116,21 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         allocation_rows="\n".join(allocation_rows),
         platforms=", ".join(f"`linux/{c.arch}` for `{runtime_name(name)}`" for name, c in classes),
         image_reading=_image_reading(inventory, classes),
+        dashboards=_dashboards(inventory),
     )
+
+
+def _dashboards(inventory: Inventory) -> str:
+    """Where a group finds its dashboard in the site's Grafana; nothing when none is rendered."""
+    monitoring = inventory.cluster.monitoring
+    if monitoring is None or not monitoring.dashboards:
+        return ""
+    rows = "\n".join(f"| `{name}` | {grafana.group_title(inventory, name)} | `/d/{grafana.group_uid(inventory, name)}` |"
+                     for name in sorted(inventory.groups))
+    return ("\n**Your group's dashboard.** The cluster's Grafana has one dashboard per research group: its GPUs, CPU "
+            "and memory admitted on each class against its allocation and borrowing limit, its pending jobs and "
+            "how long jobs wait. Search Grafana for its title, or open the path after Grafana's address.\n\n"
+            "| group | dashboard | path |\n|---|---|---|\n" + rows + "\n")
 
 
 def _image_reading(inventory: Inventory, classes) -> str:

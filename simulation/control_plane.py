@@ -40,7 +40,7 @@ from simulation.upstream import (
 
 # The group versions the tree uses from the pinned CRDs: discovery must serve them before tests run.
 CRD_GROUP_VERSIONS = ("trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2", "policies.kyverno.io/v1",
-                      "jobset.x-k8s.io/v1alpha2", "argoproj.io/v1alpha1")
+                      "jobset.x-k8s.io/v1alpha2", "argoproj.io/v1alpha1", "monitoring.coreos.com/v1")
 
 
 # ---------------------------------------------------------------- processes

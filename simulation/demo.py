@@ -108,6 +108,10 @@ def print_welcome(flame, work: pathlib.Path):
               "  git commit -qam 'change an allocation' && git push -q origin HEAD:main",
               "  kubectl -n argocd annotate applications --all argocd.argoproj.io/refresh=normal   # as a webhook would",
               "  kubectl -n argocd get applications -w"]
+    if flame.prometheus is not None:
+        gpugen = pathlib.Path(sys.executable).parent / "gpugen"
+        lines += ["", f"Prometheus (the site's) at {flame.prometheus.url}, scraping the controllers as rendered/monitoring says:",
+                  f"  {gpugen} report --prometheus {flame.prometheus.url} --from 1h --step 5s   # GPU-hours per group"]
     lines += ["", f"Logs: {work}/logs/ (components), {work}/apiserver/ (etcd, kube-apiserver).",
               "Not run here: " + "; ".join(flame.skipped[:3]) + (" ..." if len(flame.skipped) > 3 else ""),
               "Ctrl-C stops everything."]

@@ -32,6 +32,9 @@ from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstra
 from simulation.pods import Container, PodRuntime, image_repository  # noqa: E402
 from simulation.netns import PodNetwork  # noqa: E402
 from simulation.kube import Client, apply_all, conditions, poll  # noqa: E402
+from simulation.monitoring import install_site_monitoring  # noqa: E402
+from simulation.ledger import WorkloadLedger  # noqa: E402
+from simulation.prometheus import SitePrometheus, start_prometheus  # noqa: E402
 from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
 # Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool): Kyverno's
@@ -47,6 +50,8 @@ KYVERNO_HTTP_BLOCKLIST = ("FLAG_HTTP_BLOCKLIST", "169.254.0.0/16,metadata.google
 # What the simulation adds to a component's environment.
 SIMULATION_ENV = {"kyverno-controller": (KYVERNO_HTTP_BLOCKLIST,)}
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
+# The site's Prometheus, when the inventory renders monitoring (simulation/prometheus.py).
+MONITORING_TOOLS = ["prometheus"]
 # Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
 NOT_RUN = {
     "kyverno-background-controller": "Kyverno's background controller (generate and mutate-existing policies; the "
@@ -84,12 +89,16 @@ class Flame:
     network: PodNetwork                      # the simulation's network namespace (pod IPs exist only there)
     nodes: list[str]
     timings: dict[str, float]
+    prometheus: SitePrometheus | None = None  # with cluster.monitoring: the site's Prometheus
+    ledger: WorkloadLedger | None = None     # every Workload's spells of reserved quota since the start
 
     @property
     def skipped(self) -> list[str]:
         return sorted(self.pods.skipped)
 
     def stop(self):
+        if self.ledger is not None:
+            self.ledger.stop()
         try:
             self.pods.stop()
         finally:
@@ -260,7 +269,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
     tree = tree or vs.rendered_dir()
     inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
     inventory = load_inventory(inventory_file)
-    require_tools(ALL_TOOLS)
+    require_tools(ALL_TOOLS + (MONITORING_TOOLS if inventory.cluster.monitoring else []))
     work = pathlib.Path(work)
     timings: dict[str, float] = {}
     t0 = time.monotonic()
@@ -291,6 +300,8 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
         timings["argocd"] = time.monotonic() - t0
         log(f"git daemon, chart mirror, redis, Argo CD ready at {timings['argocd']:.1f}s")
 
+        # What the site already runs beside the platform (the Prometheus Operator's CRDs and namespace).
+        install_site_monitoring(admin, inventory)
         # The README's bootstrap, then Argo CD alone: the app-of-apps, the components, the gpugen Application.
         bootstrap_argocd(argo)
         argo.wait_applications(None, APPLICATIONS_TIMEOUT, repo.revision, check=runtime.check)
@@ -309,11 +320,15 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
             wait_policies_live(admin, policies, None)
         if inventory.cluster.components.kueue.install:
             wait_kueue_webhook(admin, inventory, None)
+        # The site's Prometheus, once Argo CD has synced the monitors and rules it reads.
+        prometheus = start_prometheus(work, procs, k8s.plane, tree_objects(tree), inventory, net)
+        # What ran, from Kueue's Workloads: the accounting is checked against it.
+        ledger = WorkloadLedger(admin).start()
         researchers = researcher_identities(work, k8s.plane, inventory)
         timings["ready"] = time.monotonic() - t0
         log(f"FLAME ready in {timings['ready']:.1f}s")
         return Flame(work, procs, k8s.plane, admin, k8s.plane.kubeconfig, inventory, inventory_file, researchers,
-                     argo, runtime, net, k8s.nodes, timings)
+                     argo, runtime, net, k8s.nodes, timings, prometheus, ledger)
     except BaseException as e:
         hold = float(os.environ.get("GPUGEN_FLAME_HOLD_ON_FAILURE", "0"))
         if hold and not isinstance(e, KeyboardInterrupt):  # a developer inspects the failed start-up first

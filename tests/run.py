@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FLAME_TIERS = ["tests/journeys", "tests/simulation/test_live_admission.py"]
+# In this order: the monitoring checks add up what every journey ran.
+FLAME_TIERS = ["tests/journeys", "tests/simulation/test_live_admission.py", "tests/simulation/test_monitoring_live.py"]
 OTHER_TIERS_NICE = 5
 
 

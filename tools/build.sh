@@ -127,6 +127,12 @@ k8s_ldflags() {
   echo "-s -w$f"
 }
 
+# Prometheus' Go module v0.3XY.Z is its release 3.XY.Z.
+prometheus_release() {
+  local v="${PROMETHEUS_VERSION#v0.}"
+  echo "3.$((10#${v%%.*} - 300)).${v#*.}"
+}
+
 build_tool() {
   case "$1" in
     kubeconform) build kubeconform github.com/yannh/kubeconform github.com/yannh/kubeconform/cmd/kubeconform \
@@ -158,6 +164,11 @@ build_tool() {
       github.com/argoproj/argo-cd/v3/cmd/argocd-application-controller/commands \
       github.com/argoproj/argo-cd/v3/cmd/argocd-repo-server/commands \
       github.com/argoproj/argo-cd/v3/common github.com/argoproj/argo-cd/v3/util/log ;;
+    # The server with only the kubernetes service discovery (what a Prometheus Operator's configuration uses);
+    # promtool (rule checks and unit tests) from the same wrapper module.
+    prometheus|promtool) GOFLAGS="-tags=remove_all_sd,enable_kubernetes_sd" build "$1" github.com/prometheus/prometheus \
+      "github.com/prometheus/prometheus/cmd/$1" "-s -w -X github.com/prometheus/common/version.Version=$(
+        prometheus_release) -X github.com/prometheus/common/version.Revision=$PROMETHEUS_VERSION" ;;
     crane) build crane github.com/google/go-containerregistry github.com/google/go-containerregistry/cmd/crane "-s -w" ;;
     *) echo "ERROR: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac

@@ -33,6 +33,12 @@ copy_crds github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" 'manifests/base/crds
 copy_crds sigs.k8s.io/kueue "$KUEUE_VERSION" 'config/components/crd/bases/kueue.x-k8s.io_*.yaml'
 copy_crds sigs.k8s.io/jobset "$JOBSET_VERSION" 'config/components/crd/bases/jobset.x-k8s.io_*.yaml'
 copy_crds github.com/kyverno/kyverno "$KYVERNO_VERSION" 'config/crds/policies.kyverno.io/policies.kyverno.io_*.yaml'
+# The Prometheus Operator's kinds the tree renders (cluster.monitoring), as upstream commits them. Its root module
+# at the newest version the module proxy serves; the kinds' schemas there are those of the types module's latest.
+copy_crds github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" \
+  'example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml' \
+  'example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml' \
+  'example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml'
 # argo-cd's module needs a newer Go to extract; module-dir.sh unpacks its verified zip.
 copy_crds github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" 'manifests/crds/application-crd.yaml' 'manifests/crds/appproject-crd.yaml'
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.builders import argocd, bootstrap, core, kueue, kyverno, rbac, trainer
+from generator.builders import argocd, bootstrap, core, grafana, kueue, kyverno, prometheus, rbac, trainer
 from generator.inventory.models import Inventory
 
 
@@ -20,6 +20,8 @@ def synced_objects(inventory: Inventory) -> list[dict[str, Any]]:
         *kueue.local_queues(inventory),
         *kyverno.policies(inventory),
         *rbac.rbac(inventory),
+        *prometheus.monitoring_objects(inventory),
+        *grafana.dashboards(inventory),
     ]
     return [argocd.with_sync_wave(obj) for obj in objects]
 

@@ -239,8 +239,12 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
     # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
     objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
     research = research_namespaces(inventory)
-    objects.append(app_project(inventory, "gpugen", research, project_whitelist(namespaced=False),
-                               project_whitelist(namespaced=True), "-1"))
+    monitoring = inventory.cluster.monitoring
+    # The monitors, rules and dashboards live in the monitoring namespace (the site's, never created here).
+    destinations = [*research, *([monitoring.namespace] if monitoring else [])]
+    objects.append(app_project(inventory, "gpugen", destinations,
+                               project_whitelist(namespaced=False, monitoring=monitoring is not None),
+                               project_whitelist(namespaced=True, monitoring=monitoring is not None), "-1"))
     # Every namespaced object in rendered/ names its namespace; Argo CD still wants the Application's own
     # destination inside the project: the first research namespace.
     app = argocd.directory_application(inventory, gitops.applicationName, _project_name(inventory, "gpugen"),

@@ -149,7 +149,10 @@ def manager_configuration(inventory: Inventory) -> dict[str, Any]:
         # Kueue defaults this to kueue-system; its webhook certificate Secret and leader-election Lease live here.
         "namespace": kueue.namespace,
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
+        # The usage per ClusterQueue, flavor and resource that the accounting integrates is reported only when
+        # asked for.
+        "metrics": {"bindAddress": ":8443",
+                    **({"enableClusterQueueResources": True} if inventory.cluster.monitoring else {})},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "clientConnection": {"qps": 300, "burst": 500},

@@ -119,6 +119,25 @@ def kueue_visibility_auth_reader(inventory: Inventory) -> list[dict[str, Any]]:
     }]
 
 
+METRICS_READER = "metrics-reader"
+
+
+def metrics_reader(inventory: Inventory) -> list[dict[str, Any]]:
+    """The site's Prometheus may GET /metrics: the controllers' https metrics endpoints (controller-runtime's
+    authorizing filter) ask the API server whether the scraper's token may, with a SubjectAccessReview."""
+    monitoring = inventory.cluster.monitoring
+    if monitoring is None or monitoring.scrape == "none":
+        return []
+    return [
+        {"apiVersion": API_VERSION, "kind": "ClusterRole", "metadata": metadata(inventory, METRICS_READER),
+         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+        {"apiVersion": API_VERSION, "kind": "ClusterRoleBinding", "metadata": metadata(inventory, METRICS_READER),
+         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": METRICS_READER},
+         "subjects": [{"kind": "ServiceAccount", "name": monitoring.prometheusServiceAccount,
+                       "namespace": monitoring.namespace}]},
+    ]
+
+
 def rbac(inventory: Inventory) -> list[dict[str, Any]]:
     return [runtime_reader_role(inventory), runtime_reader_binding(inventory), researcher_role(inventory),
-            *researcher_bindings(inventory)]
+            *researcher_bindings(inventory), *metrics_reader(inventory)]

@@ -276,6 +276,35 @@ class Queueing(Strict):
     maxGracePeriod: Duration = "5m"
 
 
+class Monitoring(Strict):
+    """What gpugen renders for the site's Prometheus Operator and Grafana (README, "Monitoring and accounting").
+
+    Unset: nothing. Set: PrometheusRules (recording rules and alerts per group and class, platform health) and,
+    unless `scrape` is none, a ServiceMonitor per controller; the Prometheus Operator's CRDs must be installed.
+    """
+
+    # serviceMonitors: a ServiceMonitor for each installed controller's metrics Service. none: the site scrapes
+    # the controllers its own way (the recording rules and alerts expect Kueue's metrics all the same).
+    scrape: Literal["serviceMonitors", "none"] = "serviceMonitors"
+    # Where the ServiceMonitors, PrometheusRules and dashboards go (they select the controllers' namespaces).
+    namespace: DnsLabel = "monitoring"
+    # The service account the site's Prometheus scrapes as, in `namespace`: granted GET on the controllers'
+    # authorizing /metrics endpoints.
+    prometheusServiceAccount: DnsSubdomain = "prometheus-k8s"
+    # Labels the site's Prometheus selects monitors and rules by (kube-prometheus-stack: release: <its release>).
+    selectorLabels: dict[LabelKey, LabelValue] = {}
+    scrapeInterval: Duration = "30s"
+    # Grafana dashboards as ConfigMaps labelled for Grafana's dashboard sidecar (label and value below).
+    dashboards: bool = True
+    dashboardLabel: LabelKey = "grafana_dashboard"
+    dashboardLabelValue: LabelValue = "1"
+    # The cluster runs NVIDIA's DCGM exporter: the dashboards add its GPU panels per class.
+    dcgmExporter: bool = False
+    # The runbooks page the alerts link to (each alert adds #its-name): unset, docs/monitoring.md in the GitOps
+    # repository's web view (repoURL without .git, /blob/<targetRevision>/).
+    runbookURL: Annotated[str, StringConstraints(pattern=r"^https?://[^\s#]+$")] | None = None
+
+
 class Cluster(Strict):
     name: DnsLabel
     gpuClassLabel: LabelKey
@@ -289,6 +318,7 @@ class Cluster(Strict):
     # Argo CD never prunes or deletes. false: namespaces are made elsewhere and only referenced.
     createNamespaces: bool = True
     queueing: Queueing = Queueing()
+    monitoring: Monitoring | None = None
 
 
 class Toleration(Strict):

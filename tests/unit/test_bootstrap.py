@@ -107,7 +107,9 @@ def test_every_application_has_its_own_project_limited_to_its_namespace(flame, f
             assert [d["namespace"] for d in project["destinations"]] == [app["spec"]["destination"]["namespace"]]
         else:
             research = sorted(ns for g in flame.groups.values() for ns in g.namespaces)
-            assert [d["namespace"] for d in project["destinations"]] == research
+            # and the monitoring namespace, where the monitors, rules and dashboards go
+            monitoring = [flame.cluster.monitoring.namespace] if flame.cluster.monitoring else []
+            assert [d["namespace"] for d in project["destinations"]] == research + monitoring
             assert app["spec"]["destination"]["namespace"] == research[0]
     assert len(projects) == len(applications(platform))
 

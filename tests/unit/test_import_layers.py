@@ -20,7 +20,8 @@ LAYERS = [
     ("inventory", {"generator.inventory"}),
     ("builders", {"generator.builders"}),
     ("trees and files", {"generator.tree", "generator.userdocs", "generator.plan", "generator.files",
-                         "generator.gitfiles"}),
+                         "generator.gitfiles", "generator.accounting", "generator.prometheus_api",
+                         "generator.report_output"}),
     ("use cases", {"generator.usecases"}),
     ("command line", {"generator.cli", "generator.__main__"}),
 ]

@@ -217,7 +217,8 @@ def test_two_node_job_fits_the_cohort_when_the_other_group_is_idle(flame):
 
 def test_rbac_lets_every_authenticated_user_read_runtimes(flame_objects):
     (role,) = [r for r in of_kind(flame_objects, "ClusterRole") if r["metadata"]["name"] == "training-runtime-reader"]
-    (binding,) = of_kind(flame_objects, "ClusterRoleBinding")
+    (binding,) = [b for b in of_kind(flame_objects, "ClusterRoleBinding")
+                  if b["roleRef"]["name"] == "training-runtime-reader"]
     (rule,) = role["rules"]
     assert rule == {"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes"],
                     "verbs": ["get", "list", "watch"]}

@@ -66,22 +66,27 @@ SHOWS = {
 Change: add class h100 (amd64, 2 nodes x 8 GPUs) and give vision-lab 8 GPUs, 96 CPU, 950Gi on it.
 Expect: runtime torch-h100 and flavor h100 added; vision-lab's ClusterQueue gains flavor h100 with the four
 nominal quotas (pods 110 = 8 GPUs x 110 pods / 8 GPUs per node); the policies that list the runtimes
-now name torch-h100 too, and the image-arch policy maps it to amd64. No risk: nothing is taken away.""",
+now name torch-h100 too, and the image-arch policy maps it to amd64. The monitoring follows: vision-lab's
+PrometheusRule and dashboard gain h100, the platform's rules and dashboard the class. No risk: nothing is taken
+away.""",
     "raise-group-quota": """\
 Change: vision-lab's gh200 CPU quota 36 -> 40.
-Expect: one field changed, no risk (a raise never blocks admitted or waiting jobs).""",
+Expect: one field changed, and the allocation shown on vision-lab's dashboard; no risk (a raise never blocks
+admitted or waiting jobs).""",
     "lower-group-quota": """\
 Change: vision-lab's gh200 memory quota 240G -> 200G.
-Expect: one field changed and one quota-reduction risk naming memory, flavor gh200 and both amounts.""",
+Expect: one field changed, and the allocation shown on vision-lab's dashboard; one quota-reduction risk naming
+memory, flavor gh200 and both amounts.""",
     "remove-class-still-allocated": """\
 Change: the reverse of add-amd64-h100-class (class h100 and vision-lab's allocation on it removed).
 Expect: torch-h100 and flavor h100 removed; four quota-reduction risks (one per resource on h100); the
-runtime's risk names vision-lab as the group that held h100; the flavor's risk says vision-lab used it.""",
+runtime's risk names vision-lab as the group that held h100; the flavor's risk says vision-lab used it. The
+monitoring loses h100 (vision-lab's PrometheusRule and dashboard, the platform's).""",
     "retarget-local-queue": """\
 Change: namespace nlp-lab-teaching moves from group nlp-lab to group vision-lab.
 Expect: both ClusterQueues' namespace lists change; the LocalQueue's spec.clusterQueue changes, which the API
 server refuses in place: a delete-and-recreate risk. The namespace's group label and its researcher RoleBinding
-follow: oidc:nlp-lab loses access, oidc:vision-lab gains it.""",
+follow: oidc:nlp-lab loses access, oidc:vision-lab gains it; both groups' dashboards list their new LocalQueues.""",
     "change-runtime-image": """\
 Change: gh200's image 2.9.1-cuda12.9 -> 2.10.0-cuda13.0.
 Expect: exactly one field changed (the runtime container's image), no risk.""",
@@ -102,7 +107,8 @@ be stopped.""",
 Change: class gh200's flavor renamed gh200 -> gh200-grace-hopper (same nodes, same quotas).
 Expect: the flavor gh200 removed and gh200-grace-hopper added; both ClusterQueues move their quotas to the new
 name. Quotas are compared per class, so there is NO quota-reduction risk; the one risk is the old flavor's
-removal (its admitted workloads keep running), naming the flavor that replaces it.""",
+removal (its admitted workloads keep running), naming the flavor that replaces it. The rules and dashboards
+select the new flavor name.""",
 }
 
 
