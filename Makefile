@@ -4,10 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check plan schema test tools validate bench demo clean-venv
+.PHONY: help render check check-inventory plan schema test tools validate bench demo clean-venv
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,21 @@ validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real 
 test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (the simulated FLAME's beside the other tiers), drift check
 	$(PY) -m tests.run
 	$(PY) -m generator render --check
+
+# The tools the inventory's checks run, and those checks: the drift check (an invalid inventory fails here, with the
+# same FILE:LINE:COL message as everywhere), kubeconform, the strict API-server tier, the policy corpus against
+# the rendered policies, the rendered queues in the real Kueue, promtool on the rendered rules, then the plan.
+INVENTORY_TOOLS := kubeconform etcd kube-apiserver kyverno kueue promtool
+INVENTORY_TESTS := tests/apiserver/test_kubeconform.py tests/apiserver/test_apiserver.py tests/unit/test_policies.py \
+	"tests/e2e/test_kueue_admission.py::test_every_queue_is_active" \
+	"tests/e2e/test_kueue_admission.py::test_kueue_webhooks_validate_the_rendered_queues" \
+	"tests/unit/test_prometheus_rules.py::test_every_rule_file_passes_promtool_check"
+
+check-inventory: $(VENV)/.installed ## CI for a change to the inventory and its rendered trees only (tools/ci_path.sh); BASE=origin/main for the plan
+	$(PY) -m generator render --check
+	bash tools/build.sh $(INVENTORY_TOOLS)
+	$(PY) -m pytest -q $(INVENTORY_TESTS)
+	$(PY) -m generator plan --base $(or $(BASE),HEAD)
 
 demo: $(VENV)/.installed tools ## Simulated FLAME bootstrapped by the real Argo CD from the committed tree: prints KUBECONFIGs, runs until Ctrl-C
 	$(PY) -m simulation.demo
