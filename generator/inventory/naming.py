@@ -51,10 +51,12 @@ def research_namespaces(inventory: Inventory) -> list[str]:
 
 
 def reserved_namespaces(inventory: Inventory) -> list[str]:
-    """Namespaces of the platform's controllers (installed or adopted), of Kubernetes itself and of Argo CD: never a
-    research namespace."""
+    """Namespaces of the platform's controllers (installed or adopted), of Kubernetes itself, of Argo CD and of the
+    site's monitoring: never a research namespace."""
+    monitoring = inventory.cluster.monitoring
     return sorted({component.namespace for component in inventory.cluster.components.by_name().values()}
-                  | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace})
+                  | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace}
+                  | ({monitoring.namespace} if monitoring else set()))
 
 
 @dataclass(frozen=True)

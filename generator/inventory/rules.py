@@ -163,7 +163,7 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
         for index, namespace in enumerate(group.namespaces):
             if namespace in reserved:
                 yield ("groups", name, "namespaces", index), (
-                    f"namespace {namespace!r} belongs to the platform (system, component or Argo CD namespaces: "
+                    f"namespace {namespace!r} belongs to the platform (system, component, Argo CD or monitoring namespaces: "
                     f"{', '.join(sorted(reserved))}) and cannot be a research namespace")
             elif namespace.startswith("kube-"):
                 yield ("groups", name, "namespaces", index), (
