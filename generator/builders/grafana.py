@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from generator.builders import kueue
 from generator.builders.common import metadata
-from generator.builders.prometheus import COMPONENT_LABEL, NOT_FOLLOWER
+from generator.builders.prometheus import (COMPONENT_LABEL, NOT_FOLLOWER, promql_literal_regex, promql_one_of,
+                                          promql_string)
 from generator.inventory.models import Group, Inventory, ResourceAmounts
 from generator.inventory.naming import KUBERNETES_RESOURCE, allocated_pods, flavor_name
 from generator.kinds import CORE
@@ -84,34 +85,16 @@ def group_uid(inventory: Inventory, group_name: str) -> str:
 
 # ------------------------------------------------------------------ PromQL text
 
-def _string(value: str) -> str:
-    """A PromQL string literal (Go's escapes, which JSON's are a subset of)."""
-    return json.dumps(value)
-
-
-_REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
-
-
-def _literal_regex(text: str) -> str:
-    """RE2 matching exactly `text`."""
-    return _REGEX_SPECIAL.sub(r"\\\1", text)
-
-
-def _one_of(names: list[str]) -> str:
-    """RE2 matching exactly one of `names` (Prometheus anchors label regexes)."""
-    return "|".join(_literal_regex(name) for name in sorted(names))
-
-
 def _selector(metric: str, *matchers: str) -> str:
     return f"{metric}{{{', '.join(matchers)}}}"
 
 
 def _eq(label: str, value: str) -> str:
-    return f"{label}={_string(value)}"
+    return f"{label}={promql_string(value)}"
 
 
 def _match(label: str, regex: str) -> str:
-    return f"{label}=~{_string(regex)}"
+    return f"{label}=~{promql_string(regex)}"
 
 
 def dcgm_model_regex(product: str) -> str:
@@ -124,7 +107,7 @@ def dcgm_model_regex(product: str) -> str:
     decorates beyond that (`-SHARED` for time-sliced GPUs, a MIG profile under the mixed strategy) matches no
     DCGM model: its class gets no DCGM series.
     """
-    return "".join("[- ]" if char == "-" else _literal_regex(char) for char in product)
+    return "".join("[- ]" if char == "-" else promql_literal_regex(char) for char in product)
 
 
 # ------------------------------------------------------------------ what the dashboards show
@@ -148,33 +131,33 @@ def _quota(metric: str, cluster_queue: str, flavor: str, resource: str) -> str:
 
 def _class_total(metric: str, cluster_queues: list[str], flavor: str, resource: str) -> str:
     """A per-flavor, per-resource Kueue gauge summed over `cluster_queues`, replicas folded."""
-    selector = _selector(metric, _match("cluster_queue", _one_of(cluster_queues)), _eq("flavor", flavor),
+    selector = _selector(metric, _match("cluster_queue", promql_one_of(cluster_queues)), _eq("flavor", flavor),
                          _eq("resource", resource), NOT_FOLLOWER)
     return f"sum(max by (cluster_queue, flavor, resource) ({selector}))"
 
 
 def _wait_quantile(quantile: str, cluster_queues: list[str]) -> str:
     selector = _selector("kueue_admission_wait_time_seconds_bucket",
-                         _match("cluster_queue", _one_of(cluster_queues)), NOT_FOLLOWER)
+                         _match("cluster_queue", promql_one_of(cluster_queues)), NOT_FOLLOWER)
     return (f"histogram_quantile({quantile}, sum by (le) (max by (cluster_queue, priority_class, le) "
             f"(rate({selector}[{RATE_INTERVAL}]))))")
 
 
 def _evictions(cluster_queues: list[str]) -> str:
     """Evictions per minute by reason."""
-    selector = _selector("kueue_evicted_workloads_total", _match("cluster_queue", _one_of(cluster_queues)),
+    selector = _selector("kueue_evicted_workloads_total", _match("cluster_queue", promql_one_of(cluster_queues)),
                          NOT_FOLLOWER)
     return (f"60 * sum by (reason) (max by (cluster_queue, reason, underlying_cause, priority_class) "
             f"(rate({selector}[{RATE_INTERVAL}])))")
 
 
 def _pending(cluster_queues: list[str]) -> str:
-    selector = _selector("kueue_pending_workloads", _match("cluster_queue", _one_of(cluster_queues)), NOT_FOLLOWER)
+    selector = _selector("kueue_pending_workloads", _match("cluster_queue", promql_one_of(cluster_queues)), NOT_FOLLOWER)
     return f"max by (cluster_queue, status) ({selector})"
 
 
 def _admitted(cluster_queues: list[str]) -> str:
-    selector = _selector("kueue_admitted_active_workloads", _match("cluster_queue", _one_of(cluster_queues)),
+    selector = _selector("kueue_admitted_active_workloads", _match("cluster_queue", promql_one_of(cluster_queues)),
                          NOT_FOLLOWER)
     return f"max by (cluster_queue) ({selector})"
 
@@ -310,7 +293,7 @@ def _platform(inventory: Inventory, panels: _Panels) -> Builder:
                     "PodsReadyTimeout, Deactivated (walltime), ..."))
 
     board.with_row(panels.row("Controllers"))
-    labelled = _selector("up", f"{COMPONENT_LABEL}!={_string('')}")
+    labelled = _selector("up", f"{COMPONENT_LABEL}!={promql_string('')}")
     board.with_panel(panels.stat(
         "Controllers up", [(f"min by ({COMPONENT_LABEL}) ({labelled})", f"{{{{{COMPONENT_LABEL}}}}}")], "none",
         width=24, height=4, mappings=panels.up_mappings(),

@@ -11,6 +11,7 @@ so every expression reads the leader's (or a standalone replica's) series.
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal
 from typing import Any
@@ -38,8 +39,22 @@ USAGE = "gpugen:cluster_queue_resource_usage"
 NOMINAL_QUOTA = "gpugen:cluster_queue_nominal_quota"
 
 
-def _quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def promql_string(value: str) -> str:
+    """A PromQL string literal (Go's escapes, which JSON's are a subset of)."""
+    return json.dumps(value)
+
+
+_REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def promql_literal_regex(text: str) -> str:
+    """RE2 matching exactly `text`."""
+    return _REGEX_SPECIAL.sub(r"\\\1", text)
+
+
+def promql_one_of(names: list[str]) -> str:
+    """RE2 matching exactly one of `names` (Prometheus anchors label regexes)."""
+    return "|".join(promql_literal_regex(name) for name in sorted(names))
 
 
 def _number(value: Decimal) -> str:
@@ -147,8 +162,8 @@ def group_recording_rules(inventory: Inventory, group_name: str, group: Group) -
     for class_name, allocation in group.allocations.items():
         gpu_class = inventory.classes[class_name]
         labels = {"group": group_name, "class": class_name}
-        selector = (f"cluster_queue={_quote(group_name)}, flavor={_quote(flavor_name(class_name, gpu_class))}, "
-                    f"resource={_quote(GPU_RESOURCE)}")
+        selector = (f"cluster_queue={promql_string(group_name)}, flavor={promql_string(flavor_name(class_name, gpu_class))}, "
+                    f"resource={promql_string(GPU_RESOURCE)}")
         rules.append({"record": GPUS_IN_USE, "expr": f"max({USAGE}{{{selector}}})", "labels": labels})
         rules.append({"record": ALLOCATED_GPUS,
                       "expr": f"vector({_number(allocated_amount(allocation, 'gpus', gpu_class))})",
@@ -158,14 +173,14 @@ def group_recording_rules(inventory: Inventory, group_name: str, group: Group) -
 
 def group_alerts(inventory: Inventory, group_name: str, group: Group) -> list[dict[str, Any]]:
     alerts = []
-    cq = _quote(group_name)
+    cq = promql_string(group_name)
     pending = f"max(kueue_pending_workloads{{cluster_queue={cq}, status=\"active\", {NOT_FOLLOWER}}}) > 0"
     # GPUs the group's pending jobs ask for; Kueue cannot say on which class before it assigns a flavor.
     pending_gpus = (f"max(kueue_cluster_queue_resource_pending{{cluster_queue={cq}, "
-                    f"resource={_quote(GPU_RESOURCE)}, {NOT_FOLLOWER}}}) > 0")
+                    f"resource={promql_string(GPU_RESOURCE)}, {NOT_FOLLOWER}}}) > 0")
     for class_name, allocation in group.allocations.items():
         labels = {"group": group_name, "class": class_name}
-        mine = f'{{group={_quote(group_name)}, class={_quote(class_name)}}}'
+        mine = f'{{group={promql_string(group_name)}, class={promql_string(class_name)}}}'
         allocated = _number(allocated_amount(allocation, "gpus", inventory.classes[class_name]))
         alerts.append(_alert(
             "GPUGroupPendingBelowAllocation",
@@ -200,7 +215,7 @@ def platform_alerts(inventory: Inventory) -> list[dict[str, Any]]:
     installed = [name for name, component in inventory.cluster.components.by_name().items()
                  if component.install and COMPONENTS[name].chart.metrics is not None]
     for name in installed:
-        up = f"up{{{COMPONENT_LABEL}={_quote(name)}}}"
+        up = f"up{{{COMPONENT_LABEL}={promql_string(name)}}}"
         alerts.append(_alert(
             "GPUPlatformControllerDown",
             f"(max({up}) or vector(0)) == 0", "5m", "critical",
@@ -214,7 +229,7 @@ def platform_alerts(inventory: Inventory) -> list[dict[str, Any]]:
         product = gpu_class.nodeSelector.get(inventory.cluster.gpuClassLabel)
         if product is not None:
             ready = (f"(sum(kube_node_status_condition{{condition=\"Ready\", status=\"true\"}} * on (node) "
-                     f"group_left () max by (node) (kube_node_labels{{{label}={_quote(product)}}})) or vector(0))")
+                     f"group_left () max by (node) (kube_node_labels{{{label}={promql_string(product)}}})) or vector(0))")
             alerts.append(_alert(
                 "GPUClassNoReadyNodes", f"{ready} == 0", "5m", "critical",
                 f"No {class_name} node is Ready",
@@ -226,15 +241,16 @@ def platform_alerts(inventory: Inventory) -> list[dict[str, Any]]:
                 f"{{{{ $value }}}} of {gpu_class.nodes} {class_name} nodes are Ready: the groups' quotas exceed "
                 "what the class can run.",
                 inventory, {"class": class_name}))
-        flavor = _quote(flavor_name(class_name, gpu_class))
+        flavor = promql_string(flavor_name(class_name, gpu_class))
         capacity = gpu_class.nodes * gpu_class.perNode.gpus
-        queues = "|".join(sorted(g.replace(".", "\\.") for g, group in inventory.groups.items() if class_name in group.allocations))
-        if queues:
+        allocated = [g for g, group in inventory.groups.items() if class_name in group.allocations]
+        if allocated:
+            queues = promql_one_of(allocated)
             alerts.append(_alert(
                 "GPUsIdleWhileJobsPending",
-                f"(sum({USAGE}{{flavor={flavor}, resource={_quote(GPU_RESOURCE)}}}) or vector(0)) < {capacity} "
-                f"and on () (sum(kueue_cluster_queue_resource_pending{{cluster_queue=~{_quote(queues)}, "
-                f"resource={_quote(GPU_RESOURCE)}, {NOT_FOLLOWER}}}) > 0)",
+                f"(sum({USAGE}{{flavor={flavor}, resource={promql_string(GPU_RESOURCE)}}}) or vector(0)) < {capacity} "
+                f"and on () (sum(kueue_cluster_queue_resource_pending{{cluster_queue=~{promql_string(queues)}, "
+                f"resource={promql_string(GPU_RESOURCE)}, {NOT_FOLLOWER}}}) > 0)",
                 "15m", "warning",
                 f"{class_name} GPUs sit idle while jobs that could use them wait",
                 f"Only {{{{ $value }}}} of {capacity} {class_name} GPUs are admitted while jobs of the groups "

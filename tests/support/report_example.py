@@ -9,7 +9,6 @@ picture, docs/report-example.png. Prometheus and promtool come from the tool cac
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from generator.inventory.models import Inventory
 from generator.inventory.naming import KUBERNETES_RESOURCE, flavor_name
+from simulation.control_plane import free_port, stop_process
 from simulation.upstream import Unavailable, tool_bin
 from tests.support import INVENTORY, REPO
 
@@ -95,12 +95,6 @@ def tool(name: str) -> Path:
     return pinned
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextmanager
 def serving(text: str, work: Path, timeout: float = 60) -> Iterator[str]:
     """A Prometheus on 127.0.0.1 serving `text` (OpenMetrics) backfilled with promtool; its URL. Stopped on exit."""
@@ -110,7 +104,7 @@ def serving(text: str, work: Path, timeout: float = 60) -> Iterator[str]:
                               capture_output=True, text=True, timeout=300)
     assert backfill.returncode == 0, f"promtool could not backfill:\n{backfill.stdout}{backfill.stderr}"
     config.write_text("global:\n  scrape_interval: 15s\n")  # nothing scraped: the blocks are all it serves
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     log = (work / "prometheus.log").open("w")
     # Retention counts back from the newest block; 100y keeps the backfilled past whatever the clock says.
     process = subprocess.Popen([tool("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data}",
@@ -131,12 +125,7 @@ def serving(text: str, work: Path, timeout: float = 60) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         log.close()
 
 
