@@ -314,14 +314,15 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
 
         onboard_research_namespaces(admin, inventory)
         # The admission policies (a DeletingPolicy has no webhook and no readiness: the cleanup controller runs it).
-        policies = [o for o in tree_objects(tree) if o["apiVersion"].startswith("policies.kyverno.io/")
+        synced = tree_objects(tree)
+        policies = [o for o in synced if o["apiVersion"].startswith("policies.kyverno.io/")
                     and o["kind"] in ("ValidatingPolicy", "MutatingPolicy")]
         if policies:
             wait_policies_live(admin, policies, None)
         if inventory.cluster.components.kueue.install:
             wait_kueue_webhook(admin, inventory, None)
         # The site's Prometheus, once Argo CD has synced the monitors and rules it reads.
-        prometheus = start_prometheus(work, procs, k8s.plane, tree_objects(tree), inventory, net)
+        prometheus = start_prometheus(work, procs, k8s.plane, synced, inventory, net)
         # What ran, from Kueue's Workloads: the accounting is checked against it.
         ledger = WorkloadLedger(admin).start()
         researchers = researcher_identities(work, k8s.plane, inventory)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from generator.cli import main as gpugen
 from generator.inventory import duration
-from tests.journeys.journeys_support import poll  # noqa: F401
+from tests.journeys.journeys_support import poll
 
 pytestmark = pytest.mark.tools
 
