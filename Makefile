@@ -27,7 +27,7 @@ schema: $(VENV)/.installed ## Re-export the inventory's JSON Schema for editors 
 plan: $(VENV)/.installed ## What the inventory change does to the cluster, against the committed tree (BASE=HEAD)
 	$(PY) -m generator plan --base $(or $(BASE),HEAD)
 
-tools: ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform, Argo CD) into ~/.cache/gpugen
+tools: ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform, Argo CD, Prometheus, promtool) into ~/.cache/gpugen
 	bash tools/build.sh
 
 validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real kube-apiserver dry-run tier
