@@ -112,8 +112,9 @@ EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Duration = Annotated[str, StringConstraints(pattern=duration.PATTERN), AfterValidator(_duration)]
 Weight = Annotated[str | int, Field(union_mode="left_to_right"), BeforeValidator(_not_a_float),
                    AfterValidator(_quantity), AfterValidator(_weight)]
-Count = Annotated[int, Field(ge=0)]
-Positive = Annotated[int, Field(ge=1)]
+# Counts reach Kubernetes as int64 quantities (quotas, capacity), so none may exceed the largest int64.
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+Positive = Annotated[int, Field(ge=1, le=2**63 - 1)]
 
 
 class Strict(BaseModel):
@@ -355,7 +356,7 @@ class GpuClass(Strict):
     nodes: Positive
     perNode: NodeResources
     tolerations: list[Toleration] = []
-    numNodes: Positive = 1
+    numNodes: Annotated[int, Field(ge=1, le=2**31 - 1)] = 1  # Trainer's mlPolicy.numNodes is an int32
     walltime: Walltime = Walltime(default="24h", maximum="7d")
 
 

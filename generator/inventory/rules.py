@@ -13,9 +13,9 @@ from decimal import Decimal
 
 from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
-from generator.inventory.quantity import exact_arithmetic, format_total, parse_quantity
+from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_total, parse_quantity
 from generator.inventory import duration
-from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, default_priority, flavor_name,
+from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, allocated_pods, default_priority, flavor_name,
                                         reserved_namespaces, runtime_name, walltime_seconds)
 
 Finding = tuple[tuple[str | int, ...], str]
@@ -148,6 +148,7 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
                 yield where, f"unknown class {class_name!r} (classes: {', '.join(sorted(inventory.classes))})"
                 continue
             yield from _check_limits(group.cohort, allocation, inventory.classes[class_name], where)
+            yield from _check_derived_pods(allocation, inventory.classes[class_name], where)
 
 
 def _check_access(inventory: Inventory) -> Iterator[Finding]:
@@ -176,6 +177,15 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
                     yield where, f"{kind[:-1]} {identity!r} is listed twice"
                 elif other != name:
                     yield where, f"{kind[:-1]} {identity!r} already belongs to group {other!r}: an identity is in one group"
+
+
+def _check_derived_pods(allocation: Allocation, gpu_class, where) -> Iterator[Finding]:
+    """A pods quota derived from the GPUs must still fit the int64 every Kubernetes quantity is held in."""
+    if allocation.pods is None and allocated_pods(allocation, gpu_class) > MAX_QUANTITY:
+        yield where + ("gpus",), (
+            f"{allocation.gpus} GPUs at {gpu_class.perNode.pods} pods per {gpu_class.perNode.gpus} GPUs make a pods "
+            f"quota of {allocated_pods(allocation, gpu_class)}, larger than Kubernetes can hold "
+            f"(at most 2^63-1 = {MAX_QUANTITY}); set pods explicitly")
 
 
 def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) -> Iterator[Finding]:

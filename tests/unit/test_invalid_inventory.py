@@ -190,6 +190,16 @@ CASES = [
          "a100: {maximum", "groups.vision-lab.walltime.a100", r"no allocation on class 'a100'"),
     Case("group-walltime-contradicts-class-default", [("    cohort: flame\n", "    cohort: flame\n    walltime:\n      gh200: {maximum: 12h}\n")],
          "maximum: 12h", "groups.vision-lab.walltime.gh200.maximum", r"default walltime 1d on gh200 is longer than its maximum 12h"),
+    Case("gpus-beyond-int64", [(VISION_GPUS, VISION_GPUS.replace("gpus: 1", "gpus: 99999999999999999999999"))],
+         "gpus: 9999", "groups.vision-lab.allocations.gh200.gpus", r"less than or equal to 9223372036854775807"),
+    # Within capacity (the class has as many nodes), but the pods quota derived from the GPUs overflows int64.
+    Case("derived-pods-quota-beyond-int64",
+         [("    nodes: 2\n", "    nodes: 9223372036854775807\n"),
+          (VISION_GPUS, VISION_GPUS.replace("gpus: 1", "gpus: 100000000000000000"))],
+         "gpus: 1000", "groups.vision-lab.allocations.gh200.gpus", r"pods quota of 11000000000000000000.*set pods"),
+    Case("num-nodes-beyond-int32", [("    nodes: 2\n", "    nodes: 3000000000\n"),
+                                    ("    numNodes: 1", "    numNodes: 3000000000")],
+         "numNodes: 3", "classes.gh200.numNodes", r"less than or equal to 2147483647"),
     Case("finished-job-ttl-too-long", [("    finishedJobTTL: 7d", "    finishedJobTTL: 30000d")], "finishedJobTTL",
          "cluster.queueing.finishedJobTTL", r"int32"),
 ]
