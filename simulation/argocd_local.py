@@ -34,7 +34,7 @@ import time
 import yaml
 
 from simulation import upstream as vs
-from simulation.control_plane import child_preexec, free_port
+from simulation.control_plane import child_preexec, free_port, go_runtime_env
 
 from simulation.cluster import service_account_kubeconfig
 from simulation.kube import Client, apply_all
@@ -55,6 +55,17 @@ RECONCILIATION = "10s"
 # which the health checks of docs/argocd-health.yaml must get right (a stricter test than the default), and a sync
 # of the gpugen Application takes seconds instead of twelve. GPUGEN_ARGOCD_SYNC_WAVE_DELAY=2 runs the default.
 SYNC_WAVE_DELAY = "0"
+# The in-cluster destination as a declarative cluster Secret of this installation, with compression off: the
+# controller reloads the API server's whole OpenAPI document after every CRD event (gitops-engine's cluster cache,
+# holding its lock), and gzip of that document was the API server's largest cost while the charts' CRDs arrived,
+# on a machine with two cores. Over loopback it saves nothing. A site may do the same (Argo CD's
+# `disableCompression`); the rendered tree does not depend on it.
+IN_CLUSTER_SECRET = {
+    "apiVersion": "v1", "kind": "Secret",
+    "metadata": {"name": "in-cluster", "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+    "stringData": {"name": "in-cluster", "server": "https://kubernetes.default.svc",
+                   "config": json.dumps({"disableCompression": True, "tlsClientConfig": {"insecure": False}})},
+}
 # The README's bootstrap health patch for argocd-cm.
 HEALTH_PATCH = vs.REPO / "docs" / "argocd-health.yaml"
 
@@ -379,14 +390,16 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     # minutes for it.
     admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
         "timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s"}}, ARGOCD_NAMESPACE)
+    admin.apply({**IN_CLUSTER_SECRET, "metadata": {**IN_CLUSTER_SECRET["metadata"], "namespace": ARGOCD_NAMESPACE}})
     binary = vs.tool_bin("argocd")
     data = work / "argocd"
     for d in ("gpg", "tls", "ssh", "tmp"):
         (data / d).mkdir(parents=True, exist_ok=True)
-    common = {"PATH": _tool_path(work), "HOME": str(data), "TMPDIR": str(data / "tmp"),
-              "ARGOCD_FAKE_IN_CLUSTER": "true", "ARGOCD_GPG_ENABLED": "false",
-              "ARGOCD_GNUPGHOME": str(data / "gpg"), "ARGOCD_TLS_DATA_PATH": str(data / "tls"),
-              "ARGOCD_SSH_DATA_PATH": str(data / "ssh")}
+    common = go_runtime_env({
+        "PATH": _tool_path(work), "HOME": str(data), "TMPDIR": str(data / "tmp"),
+        "ARGOCD_FAKE_IN_CLUSTER": "true", "ARGOCD_GPG_ENABLED": "false",
+        "ARGOCD_GNUPGHOME": str(data / "gpg"), "ARGOCD_TLS_DATA_PATH": str(data / "tls"),
+        "ARGOCD_SSH_DATA_PATH": str(data / "ssh")})
     repo_port, repo_metrics, controller_metrics = free_port(), free_port(), free_port()
     repo_kc = service_account_kubeconfig(plane, data / "repo-server.kubeconfig", ARGOCD_NAMESPACE, "argocd-repo-server")
     repo_server = procs.start("argocd-repo-server", [

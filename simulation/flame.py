@@ -295,13 +295,14 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
         log(f"kubernetes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) ready in "
             f"{timings['kubernetes']:.1f}s")
 
+        # What the site already runs beside the platform (the Prometheus Operator's CRDs and namespace): there
+        # before Argo CD, as the README's bootstrap asks.
+        install_site_monitoring(admin, inventory)
         push_charts(repo.checkout / "bootstrap", registry, work)
         argo = start_argocd(work, procs, k8s.plane, admin, repo, start_redis(work, procs, net), net)
         timings["argocd"] = time.monotonic() - t0
         log(f"git daemon, chart mirror, redis, Argo CD ready at {timings['argocd']:.1f}s")
 
-        # What the site already runs beside the platform (the Prometheus Operator's CRDs and namespace).
-        install_site_monitoring(admin, inventory)
         # The README's bootstrap, then Argo CD alone: the app-of-apps, the components, the gpugen Application.
         bootstrap_argocd(argo)
         argo.wait_applications(None, APPLICATIONS_TIMEOUT, repo.revision, check=runtime.check)
