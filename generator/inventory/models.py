@@ -327,7 +327,7 @@ class Toleration(Strict):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    tolerationSeconds: int | None = None
+    tolerationSeconds: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | None = None  # an int64 in Kubernetes
 
 
 class NodeResources(Strict):

@@ -20,6 +20,12 @@ from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, a
 
 Finding = tuple[tuple[str | int, ...], str]
 
+# Kueue v1beta2's CRD limits on what the inventory sizes (maxProperties/maxItems): ResourceFlavor nodeLabels and
+# tolerations, and the flavors of one ClusterQueue resource group.
+FLAVOR_MAX_NODE_LABELS = 8
+FLAVOR_MAX_TOLERATIONS = 8
+CLUSTER_QUEUE_MAX_FLAVORS = 64
+
 # Variables the seed page promises; each must point under the home mount so caches survive pod restarts.
 REQUIRED_CACHE_ENV = ("HF_HOME", "TORCH_HOME", "PIP_CACHE_DIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR")
 RESERVED_MOUNT_PATHS = ("/dev/shm",)
@@ -119,6 +125,16 @@ def _check_classes(inventory: Inventory) -> Iterator[Finding]:
         class_by_flavor[flavor] = name
         if gpu_class.numNodes > gpu_class.nodes:
             yield where + ("numNodes",), f"default numNodes {gpu_class.numNodes} exceeds the class's {gpu_class.nodes} nodes"
+        # The class's nodeSelector and tolerations are its ResourceFlavor's nodeLabels and tolerations, and the
+        # Kueue CRD holds at most FLAVOR_MAX_NODE_LABELS and FLAVOR_MAX_TOLERATIONS of them.
+        if len(gpu_class.nodeSelector) > FLAVOR_MAX_NODE_LABELS:
+            yield where + ("nodeSelector",), (
+                f"{len(gpu_class.nodeSelector)} labels; the class's Kueue ResourceFlavor holds at most "
+                f"{FLAVOR_MAX_NODE_LABELS} node labels")
+        if len(gpu_class.tolerations) > FLAVOR_MAX_TOLERATIONS:
+            yield where + ("tolerations",), (
+                f"{len(gpu_class.tolerations)} tolerations; the class's Kueue ResourceFlavor holds at most "
+                f"{FLAVOR_MAX_TOLERATIONS}")
         for index, toleration in enumerate(gpu_class.tolerations):
             if toleration.operator == "Exists" and toleration.value is not None:
                 yield where + ("tolerations", index, "value"), "must be empty when operator is Exists"
@@ -142,6 +158,11 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
             owner.setdefault(namespace, name)
         if not inventory.cluster.queueing.fairSharing and str(group.weight) != "1":
             yield ("groups", name, "weight"), "a weight needs cluster.queueing.fairSharing: true (Kueue ignores it otherwise)"
+        if len(group.allocations) > CLUSTER_QUEUE_MAX_FLAVORS:
+            yield ("groups", name, "allocations"), (
+                f"allocations on {len(group.allocations)} classes; the group's ClusterQueue lists each class's "
+                f"flavor in one resource group (they cover the same resources), and Kueue holds at most "
+                f"{CLUSTER_QUEUE_MAX_FLAVORS} flavors there")
         for class_name, allocation in group.allocations.items():
             where = ("groups", name, "allocations", class_name)
             if class_name not in inventory.classes:

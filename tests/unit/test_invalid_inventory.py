@@ -200,6 +200,27 @@ CASES = [
     Case("num-nodes-beyond-int32", [("    nodes: 2\n", "    nodes: 3000000000\n"),
                                     ("    numNodes: 1", "    numNodes: 3000000000")],
          "numNodes: 3", "classes.gh200.numNodes", r"less than or equal to 2147483647"),
+    Case("node-selector-over-kueue-flavor-limit",
+         [("      nvidia.com/gpu.product: NVIDIA-GH200-480GB\n",
+           "      nvidia.com/gpu.product: NVIDIA-GH200-480GB\n"
+           + "".join(f"      example.org/l{i}: v\n" for i in range(8)))],
+         "    nodeSelector:", "classes.gh200.nodeSelector", r"9 labels; .*ResourceFlavor holds at most 8"),
+    Case("tolerations-over-kueue-flavor-limit",
+         [("    numNodes: 1\n", "    numNodes: 1\n    tolerations:\n"
+           + "".join(f"      - {{key: example.org/t{i}, operator: Exists}}\n" for i in range(9)))],
+         "    tolerations:", "classes.gh200.tolerations", r"9 tolerations; .*at most 8"),
+    Case("toleration-seconds-beyond-int64",
+         [("    numNodes: 1\n", "    numNodes: 1\n    tolerations:\n      - {key: example.org/t, operator: Exists, "
+           "effect: NoExecute, tolerationSeconds: 99999999999999999999}\n")],
+         "tolerationSeconds", "classes.gh200.tolerations[0].tolerationSeconds", r"less than or equal to"),
+    # 65 classes with an allocation each: more flavors than one ClusterQueue resource group holds.
+    Case("allocations-over-kueue-flavor-limit",
+         [("\ngroups:\n", "".join(f"  c{i:02d}:\n    arch: arm64\n    nodeSelector:\n      nvidia.com/gpu.product: G{i}\n"
+                                  f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n"
+                                  for i in range(64)) + "\ngroups:\n"),
+          (VISION_GPUS, VISION_GPUS.replace("    allocations:\n", "    allocations:\n" + "".join(
+              f"      c{i:02d}: {{gpus: 1, cpu: 1, memory: 1G}}\n" for i in range(64))))],
+         "    allocations:", "groups.vision-lab.allocations", r"allocations on 65 classes.*at most 64 flavors"),
     Case("finished-job-ttl-too-long", [("    finishedJobTTL: 7d", "    finishedJobTTL: 30000d")], "finishedJobTTL",
          "cluster.queueing.finishedJobTTL", r"int32"),
 ]

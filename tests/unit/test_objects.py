@@ -276,3 +276,14 @@ def test_render_warns_when_argo_cds_directory_size_limit_would_refuse_the_tree()
     assert directory_size_warning({"a.yaml": b"x" * limit}) is None
     warning = directory_size_warning({"a.yaml": b"x" * (limit // 2), "b.yaml": b"x" * (limit - limit // 2 + 1)})
     assert f"{limit + 1:,} bytes" in warning and "reposerver.max.combined.directory.manifests.size" in warning
+
+
+def test_the_inventory_rules_hold_the_pinned_kueue_crd_limits():
+    """rules.py refuses, with a line, what Kueue's CRD would refuse at sync time: its limits are read from the
+    pinned CRDs, so a Kueue upgrade that changes one fails here."""
+    from generator.inventory import rules
+    flavor = crd_schema("kueue.x-k8s.io_resourceflavors.yaml", "v1beta2")["properties"]["spec"]["properties"]
+    assert flavor["nodeLabels"]["maxProperties"] == rules.FLAVOR_MAX_NODE_LABELS
+    assert flavor["tolerations"]["maxItems"] == rules.FLAVOR_MAX_TOLERATIONS
+    queue = crd_schema("kueue.x-k8s.io_clusterqueues.yaml", "v1beta2")["properties"]["spec"]["properties"]
+    assert queue["resourceGroups"]["items"]["properties"]["flavors"]["maxItems"] == rules.CLUSTER_QUEUE_MAX_FLAVORS
