@@ -182,11 +182,14 @@ def test_markdown_for_a_64_class_change_stays_under_the_comment_limit():
         f"    nodeSelector: {{nvidia.com/gpu.product: GPU-MODEL-{i:02d}}}\n"
         f"    image: registry.example.org/ml/pytorch:2.9.{i}\n    nodes: 4\n"
         f"    perNode: {{gpus: 8, cpu: 128, memory: 1Ti}}\n" for i in range(64))
-    allocations = "".join(f"      gpu{i:02d}: {{gpus: 16, cpu: 256, memory: 2Ti}}\n" for i in range(64))
+    allocation = "      gpu{:02d}: {{gpus: 16, cpu: 256, memory: 2Ti}}\n".format
+    # Half the classes to each group: one ClusterQueue holds at most 64 flavors.
     text = FLAME.replace("\ngroups:\n", "\n" + classes + "\ngroups:\n").replace(
         "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n  nlp-lab:",
-        "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n" + allocations
-        + "  nlp-lab:")
+        "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n"
+        + "".join(allocation(i) for i in range(0, 64, 2)) + "  nlp-lab:")
+    assert text.endswith("        memory: 240G\n")  # nlp-lab's allocations end the file
+    text += "".join(allocation(i) for i in range(1, 64, 2))
     plan = make_plan(synced(FLAME), synced(text))
     markdown = format_markdown(plan)
     assert len(markdown) < GITHUB_COMMENT_LIMIT
