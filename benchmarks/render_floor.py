@@ -1,0 +1,140 @@
+"""The render against its floors, side by side in one run (issue: a render near the file system's floor).
+
+- National scale (64 classes x 2,000 groups x 3 namespaces, tests/support/synth.py): a cold render into a fresh
+  directory on tmpfs, against the floor: a Python process, interpreter start included, that creates the same
+  files with the same bytes (directories first, then each file opened, written and closed). Target: at most 2x.
+- FLAME (the committed gpu_classes.yaml): a cold render, against a process that only runs
+  `import pydantic, yaml, click` (the libraries' bare import). Target: at most 1.5x.
+
+Runs are interleaved, so drift in the machine's load hits both sides alike; each side's figure is the median.
+Every render's output is compared byte for byte: FLAME's with the committed rendered/, bootstrap/ and
+docs/runtimes.md, each national render's with the first one. Everything is written under a temporary directory
+on /dev/shm, removed at the end.
+
+    .venv/bin/python -m benchmarks.render_floor [--reps N]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import marshal
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.run import PYTHON, REPO, Renderer, median, run
+
+BARE_IMPORT = "import pydantic, yaml, click"
+NATIONAL = {"classes": 64, "groups": 2000, "namespaces": 3}
+NATIONAL_TARGET = 2.0
+FLAME_TARGET = 1.5
+# Creates the files listed in the marshal file argv[1] under the directory argv[2]: the floor of any render.
+FLOOR_PROGRAM = """
+import marshal, os, sys
+root = sys.argv[2]
+with open(sys.argv[1], "rb") as f:
+    directories, files = marshal.load(f)
+for d in directories:
+    os.mkdir(os.path.join(root, d))
+for path, data in files:
+    with open(os.path.join(root, path), "wb") as out:
+        out.write(data)
+"""
+
+
+def tree_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def digest(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for path, data in sorted(files.items()):
+        h.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def floor_payload(root: Path, out: Path) -> int:
+    """The files under root as (directories, [(path, bytes)]) in a marshal file; returns the number of files."""
+    directories = sorted({str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir()}, key=lambda d: d.count("/"))
+    files = list(tree_files(root).items())
+    with open(out, "wb") as f:
+        marshal.dump((directories, files), f)
+    return len(files)
+
+
+def committed_flame() -> dict[str, bytes]:
+    """What a FLAME render writes, as committed: rendered/, bootstrap/ and docs/runtimes.md under the names the
+    benchmark's work directory gives them."""
+    files = {f"out/{k}": v for k, v in tree_files(REPO / "rendered").items()}
+    files.update({f"bootstrap-out/{k}": v for k, v in tree_files(REPO / "bootstrap").items()})
+    files["docs-out"] = (REPO / "docs" / "runtimes.md").read_bytes()
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=7, help="interleaved runs of each side (default 7)")
+    args = parser.parse_args(argv)
+    renderer = Renderer()
+    if set(renderer.outputs) != {"--out", "--bootstrap-out", "--docs-out"}:
+        print(f"render's outputs are now {sorted(renderer.outputs)}: update committed_flame()", file=sys.stderr)
+        return 2
+    env_bytecode = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    os.environ.clear()
+    os.environ.update(env_bytecode)  # bytecode cached as by default, for every process alike
+    base = Path(tempfile.mkdtemp(prefix="gpugen-floor-", dir="/dev/shm"))
+    try:
+        inventory = base / "national.yaml"
+        run([PYTHON, "-m", "tests.support.synth", "--classes", str(NATIONAL["classes"]), "--groups",
+             str(NATIONAL["groups"]), "--namespaces", str(NATIONAL["namespaces"]), "-o", str(inventory)], cwd=REPO)
+        reference = base / "reference"
+        reference.mkdir()
+        renderer.render(inventory, reference)  # also primes the bytecode caches
+        national_files = tree_files(reference)
+        national_digest = digest(national_files)
+        payload = base / "floor.marshal"
+        count = floor_payload(reference, payload)
+        flame_expected = digest(committed_flame())
+        times: dict[str, list[float]] = {"national render": [], "national floor": [], "FLAME render": [],
+                                         "bare import": []}
+        for rep in range(args.reps):
+            work = base / f"national-{rep}"
+            work.mkdir()
+            times["national render"].append(renderer.render(inventory, work).seconds)
+            if digest(tree_files(work)) != national_digest:
+                raise SystemExit(f"national render {rep} differs from the first one")
+            floor = base / f"floor-{rep}"
+            floor.mkdir()
+            times["national floor"].append(run([PYTHON, "-c", FLOOR_PROGRAM, str(payload), str(floor)],
+                                               cwd=base).seconds)
+            if digest(tree_files(floor)) != national_digest:
+                raise SystemExit("the floor program did not create the same files")
+            flame = base / f"flame-{rep}"
+            flame.mkdir()
+            times["FLAME render"].append(renderer.render(REPO / "gpu_classes.yaml", flame).seconds)
+            if digest(tree_files(flame)) != flame_expected:
+                raise SystemExit("the FLAME render differs from the committed rendered/, bootstrap/, docs/runtimes.md")
+            times["bare import"].append(run([PYTHON, "-c", BARE_IMPORT], cwd=base).seconds)
+            for d in (work, floor, flame):
+                shutil.rmtree(d)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    national, floor_s = median(times["national render"]), median(times["national floor"])
+    flame_s, bare = median(times["FLAME render"]), median(times["bare import"])
+    rows = [("national render (tmpfs, {:,} files)".format(count), national),
+            ("creating the same files from Python", floor_s),
+            ("FLAME render", flame_s), (f"`python -c '{BARE_IMPORT}'`", bare)]
+    print(f"{args.reps} interleaved runs each, medians; every render's output byte-identical "
+          f"(FLAME: to the committed tree; national: to the first render)")
+    for name, seconds in rows:
+        print(f"  {name:45s} {seconds * 1000:7.0f} ms")
+    for label, ratio, target in (("national render / floor", national / floor_s, NATIONAL_TARGET),
+                                 ("FLAME render / bare import", flame_s / bare, FLAME_TARGET)):
+        print(f"  {label:45s} {ratio:7.2f}x  (target at most {target}x: {'met' if ratio <= target else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
