@@ -33,8 +33,6 @@ from generator.tree import render_trees  # noqa: E402
 GPU = "nvidia.com/gpu"
 TIMEOUT = float(os.environ.get("GPUGEN_JOURNEY_TIMEOUT", "90"))
 TIMINGS: dict[str, float] = {}
-# A file created once the start has ended (ready or failed), for whoever runs the session beside other work.
-STARTED_FILE_VARIABLE = "GPUGEN_FLAME_STARTED_FILE"
 
 
 class FlameStarter:
@@ -65,9 +63,6 @@ class FlameStarter:
         except BaseException as e:  # noqa: BLE001 - handed to the test that asks for the cluster
             self.error = e
         self._ready.set()
-        started = os.environ.get(STARTED_FILE_VARIABLE)
-        if started:  # tests/run.py waits on it to give the other tiers their share of the CPU back
-            pathlib.Path(started).touch()
         if self.flame is not None:
             self._stop.wait()
             self.flame.stop()
