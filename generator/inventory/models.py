@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from generator.components import COMPONENTS
 from generator.inventory import duration
-from generator.inventory.quantity import parse_quantity
+from generator.inventory.quantity import INT64_MAX, parse_quantity
 from generator.limits import DNS1123_LABEL, DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
 
 # [registry[:port]/]path[:tag][@digest] — the reference grammar of the distribution project, simplified.
@@ -112,9 +112,11 @@ EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Duration = Annotated[str, StringConstraints(pattern=duration.PATTERN), AfterValidator(_duration)]
 Weight = Annotated[str | int, Field(union_mode="left_to_right"), BeforeValidator(_not_a_float),
                    AfterValidator(_quantity), AfterValidator(_weight)]
-# Counts reach Kubernetes as int64 quantities (quotas, capacity), so none may exceed the largest int64.
-Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
-Positive = Annotated[int, Field(ge=1, le=2**63 - 1)]
+# Counts reach Kubernetes as int64 quantities (quotas, capacity), so none may exceed the largest int64; the
+# fields Kubernetes or Trainer hold in an int32 (a priority's value, numNodes) use INT32_MAX.
+INT32_MAX = 2**31 - 1
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Positive = Annotated[int, Field(ge=1, le=INT64_MAX)]
 
 
 class Strict(BaseModel):
@@ -327,7 +329,7 @@ class Toleration(Strict):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    tolerationSeconds: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | None = None  # an int64 in Kubernetes
+    tolerationSeconds: Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)] | None = None  # an int64
 
 
 class NodeResources(Strict):
@@ -356,7 +358,7 @@ class GpuClass(Strict):
     nodes: Positive
     perNode: NodeResources
     tolerations: list[Toleration] = []
-    numNodes: Annotated[int, Field(ge=1, le=2**31 - 1)] = 1  # Trainer's mlPolicy.numNodes is an int32
+    numNodes: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1  # Trainer's mlPolicy.numNodes
     walltime: Walltime = Walltime(default="24h", maximum="7d")
 
 
@@ -422,7 +424,7 @@ class Group(Strict):
 class Priority(Strict):
     """A Kueue WorkloadPriorityClass: a job names it with the label kueue.x-k8s.io/priority-class."""
 
-    value: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+    value: Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
     description: Annotated[str, StringConstraints(max_length=2048)] = ""
     # The priority of a job that names none (a group's defaultPriority overrides it).
     default: bool = False

@@ -32,7 +32,8 @@ _SUFFIX = {
 _DECIMAL_EXPONENT = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _QUANTITY = re.compile(r"(?P<sign>[+-]?)(?P<integer>[0-9]*)(?:\.(?P<fraction>[0-9]*))?"
                        r"(?:(?P<suffix>[KMGTPE]i|[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?")
-MAX_QUANTITY = Decimal(2**63 - 1)  # apimachinery's maxAllowed: the largest int64
+INT64_MAX = 2**63 - 1  # Kubernetes holds counts and quantities in int64s
+MAX_QUANTITY = Decimal(INT64_MAX)  # apimachinery's maxAllowed
 _NANO = Decimal("1e-9")
 # Wide enough for sums of many values under MAX_QUANTITY with nine decimals: totals and nano rounding are exact
 # (Decimal's default context keeps 28 digits and would round them).

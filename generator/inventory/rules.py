@@ -15,8 +15,8 @@ from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_total, parse_quantity
 from generator.inventory import duration
-from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, allocated_pods, default_priority, flavor_name,
-                                        reserved_namespaces, runtime_name, walltime_seconds)
+from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, allocated_pods, default_priority,
+                                        flavor_name, reserved_namespaces, runtime_name, walltime_seconds)
 
 Finding = tuple[tuple[str | int, ...], str]
 
@@ -202,10 +202,13 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
 
 def _check_derived_pods(allocation: Allocation, gpu_class, where) -> Iterator[Finding]:
     """A pods quota derived from the GPUs must still fit the int64 every Kubernetes quantity is held in."""
-    if allocation.pods is None and allocated_pods(allocation, gpu_class) > MAX_QUANTITY:
+    if allocation.pods is not None:
+        return
+    pods = allocated_pods(allocation, gpu_class)
+    if pods > MAX_QUANTITY:
         yield where + ("gpus",), (
             f"{allocation.gpus} GPUs at {gpu_class.perNode.pods} pods per {gpu_class.perNode.gpus} GPUs make a pods "
-            f"quota of {allocated_pods(allocation, gpu_class)}, larger than Kubernetes can hold "
+            f"quota of {pods}, larger than Kubernetes can hold "
             f"(at most 2^63-1 = {MAX_QUANTITY}); set pods explicitly")
 
 
