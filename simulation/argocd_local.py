@@ -62,7 +62,8 @@ SYNC_WAVE_DELAY = "0"
 # `disableCompression`); the rendered tree does not depend on it.
 IN_CLUSTER_SECRET = {
     "apiVersion": "v1", "kind": "Secret",
-    "metadata": {"name": "in-cluster", "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+    "metadata": {"name": "in-cluster", "namespace": ARGOCD_NAMESPACE,
+                 "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
     "stringData": {"name": "in-cluster", "server": "https://kubernetes.default.svc",
                    "config": json.dumps({"disableCompression": True, "tlsClientConfig": {"insecure": False}})},
 }
@@ -390,7 +391,7 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     # minutes for it.
     admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
         "timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s"}}, ARGOCD_NAMESPACE)
-    admin.apply({**IN_CLUSTER_SECRET, "metadata": {**IN_CLUSTER_SECRET["metadata"], "namespace": ARGOCD_NAMESPACE}})
+    admin.apply(IN_CLUSTER_SECRET)
     binary = vs.tool_bin("argocd")
     data = work / "argocd"
     for d in ("gpg", "tls", "ssh", "tmp"):
