@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import marshal
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.run import PYTHON, REPO, Renderer, median, run
+from benchmarks.run import PYTHON, REPO, Renderer, bytecode_as_by_default, median, run
 
 BARE_IMPORT = "import pydantic, yaml, click"
 NATIONAL = {"classes": 64, "groups": 2000, "namespaces": 3}
@@ -55,13 +54,11 @@ def digest(files: dict[str, bytes]) -> str:
     return h.hexdigest()
 
 
-def floor_payload(root: Path, out: Path) -> int:
-    """The files under root as (directories, [(path, bytes)]) in a marshal file; returns the number of files."""
-    directories = sorted({str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir()}, key=lambda d: d.count("/"))
-    files = list(tree_files(root).items())
+def floor_payload(files: dict[str, bytes], out: Path) -> None:
+    """`files` (relative path -> bytes) as (directories, parents first; [(path, bytes)]) in a marshal file."""
+    directories = {str(parent) for path in files for parent in Path(path).parents if str(parent) != "."}
     with open(out, "wb") as f:
-        marshal.dump((directories, files), f)
-    return len(files)
+        marshal.dump((sorted(directories, key=lambda d: (d.count("/"), d)), list(files.items())), f)
 
 
 def committed_flame() -> dict[str, bytes]:
@@ -81,9 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if set(renderer.outputs) != {"--out", "--bootstrap-out", "--docs-out"}:
         print(f"render's outputs are now {sorted(renderer.outputs)}: update committed_flame()", file=sys.stderr)
         return 2
-    env_bytecode = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    os.environ.clear()
-    os.environ.update(env_bytecode)  # bytecode cached as by default, for every process alike
+    print(bytecode_as_by_default(lambda _: None))  # for every process alike
     base = Path(tempfile.mkdtemp(prefix="gpugen-floor-", dir="/dev/shm"))
     try:
         inventory = base / "national.yaml"
@@ -95,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         national_files = tree_files(reference)
         national_digest = digest(national_files)
         payload = base / "floor.marshal"
-        count = floor_payload(reference, payload)
+        floor_payload(national_files, payload)
         flame_expected = digest(committed_flame())
         times: dict[str, list[float]] = {"national render": [], "national floor": [], "FLAME render": [],
                                          "bare import": []}
@@ -123,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     national, floor_s = median(times["national render"]), median(times["national floor"])
     flame_s, bare = median(times["FLAME render"]), median(times["bare import"])
-    rows = [("national render (tmpfs, {:,} files)".format(count), national),
+    rows = [("national render (tmpfs, {:,} files)".format(len(national_files)), national),
             ("creating the same files from Python", floor_s),
             ("FLAME render", flame_s), (f"`python -c '{BARE_IMPORT}'`", bare)]
     print(f"{args.reps} interleaved runs each, medians; every render's output byte-identical "
