@@ -324,6 +324,16 @@ class Cluster(Strict):
     monitoring: Monitoring | None = None
 
 
+class PlatformCluster(Strict):
+    """One cluster of a platform that spans several (docs/multi-cluster.md): the manager admits and dispatches
+    jobs (Kueue's MultiKueue), each worker runs the GPU classes that name it."""
+
+    role: Literal["manager", "worker"]
+    # Its API server, as Argo CD and MultiKueue reach it (a path for servers behind a proxy such as Rancher's).
+    server: Annotated[str, StringConstraints(
+        pattern=r"^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")]
+
+
 class Toleration(Strict):
     key: LabelKey | None = None
     operator: Literal["Equal", "Exists"] = "Equal"
@@ -360,6 +370,8 @@ class GpuClass(Strict):
     tolerations: list[Toleration] = []
     numNodes: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1  # Trainer's mlPolicy.numNodes
     walltime: Walltime = Walltime(default="24h", maximum="7d")
+    # The worker that runs the class, when the inventory declares clusters.
+    cluster: DnsLabel | None = None
 
 
 class ResourceAmounts(Strict):
@@ -432,6 +444,8 @@ class Priority(Strict):
 
 class Inventory(Strict):
     cluster: Cluster
+    # Several clusters, by name; none: the one cluster above (docs/multi-cluster.md).
+    clusters: dict[DnsLabel, PlatformCluster] | None = None
     classes: dict[DnsLabel, GpuClass] = Field(min_length=1)
     # Kueue WorkloadPriorityClasses, by name; none: every job has priority 0.
     priorities: dict[DnsSubdomain, Priority] = {}

@@ -41,6 +41,7 @@ def check_inventory(inventory: Inventory) -> list[Finding]:
 def _findings(inventory: Inventory) -> list[Finding]:
     return [
         *_check_cluster(inventory),
+        *_check_clusters(inventory),
         *_check_components(inventory),
         *_check_classes(inventory),
         *_check_groups(inventory),
@@ -87,6 +88,49 @@ def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
     for which in ("home", "workspace"):
         if getattr(storage, which).mountPath in RESERVED_MOUNT_PATHS:
             yield ("cluster", "storage", which, "mountPath"), "/dev/shm is the runtimes' memory-backed shared memory"
+
+
+def _check_clusters(inventory: Inventory) -> Iterator[Finding]:
+    """Several clusters: one manager, each GPU class on one worker, no worker without a class, no API server
+    twice. The render of several clusters is not built yet, so such an inventory is refused as a whole too,
+    rather than rendered as if it were one cluster."""
+    clusters = inventory.clusters
+    if clusters is None:
+        for name, gpu_class in inventory.classes.items():
+            if gpu_class.cluster is not None:
+                yield ("classes", name, "cluster"), (
+                    f"names cluster {gpu_class.cluster!r}, but the inventory declares no clusters: it is one "
+                    "cluster, so leave cluster: out")
+        return
+    yield ("clusters",), ("several clusters are planned, not rendered yet (docs/multi-cluster.md): gpugen renders "
+                          "one cluster; remove clusters: and each class's cluster:")
+    managers = [name for name, member in clusters.items() if member.role == "manager"]
+    if not managers:
+        yield ("clusters",), "no cluster has role: manager; exactly one admits and dispatches the jobs"
+    for name in managers[1:]:
+        yield ("clusters", name, "role"), f"{managers[0]!r} is already the manager; exactly one cluster is"
+    server_of: dict[str, str] = {}
+    for name, member in clusters.items():
+        other = server_of.setdefault(member.server.lower(), name)
+        if other != name:
+            yield ("clusters", name, "server"), f"{member.server} is already the API server of cluster {other!r}"
+    workers = [name for name, member in clusters.items() if member.role == "worker"]
+    named = ", ".join(workers) or "none: declare a cluster with role: worker"
+    busy: set[str] = set()
+    for name, gpu_class in inventory.classes.items():
+        if gpu_class.cluster is None:
+            yield ("classes", name), f"must name the worker that runs it with cluster: (workers: {named})"
+        elif gpu_class.cluster not in clusters:
+            yield ("classes", name, "cluster"), f"unknown cluster {gpu_class.cluster!r} (workers: {named})"
+        elif clusters[gpu_class.cluster].role == "manager":
+            yield ("classes", name, "cluster"), (
+                f"{gpu_class.cluster!r} is the manager: it admits and dispatches jobs and runs no GPU class; name a "
+                f"worker ({named})")
+        else:
+            busy.add(gpu_class.cluster)
+    for name in workers:
+        if name not in busy:
+            yield ("clusters", name), f"worker {name!r} runs no GPU class: name it in a class's cluster:, or remove it"
 
 
 def _check_components(inventory: Inventory) -> Iterator[Finding]:

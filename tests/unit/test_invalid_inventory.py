@@ -31,6 +31,17 @@ class Case:
 
 
 GH200_IMAGE = "image: ghcr.io/urcf/pytorch:2.9.1-cuda12.9"
+GH200_WALLTIME = "    walltime:\n      default: 24h\n      maximum: 7d\n"
+CLUSTERS = ("\nclasses:\n", "\nclusters:\n  hub: {role: manager, server: https://hub.example.org:6443}\n"
+                            "  flame: {role: worker, server: https://flame.example.org:6443}\n\nclasses:\n")
+ON_FLAME = (GH200_WALLTIME, GH200_WALLTIME + "    cluster: flame\n")
+
+
+def with_cluster(line: str) -> tuple[str, str]:
+    """CLUSTERS' edit with one more cluster declared."""
+    return CLUSTERS[0], CLUSTERS[1].replace("\n\nclasses:\n", f"\n  {line}\n\nclasses:\n")
+
+
 VISION_GPUS = "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n  nlp-lab:"
 
 CASES = [
@@ -223,6 +234,26 @@ CASES = [
          "    allocations:", "groups.vision-lab.allocations", r"allocations on 65 classes.*at most 64 flavors"),
     Case("finished-job-ttl-too-long", [("    finishedJobTTL: 7d", "    finishedJobTTL: 30000d")], "finishedJobTTL",
          "cluster.queueing.finishedJobTTL", r"int32"),
+    # Several clusters (docs/multi-cluster.md): the rules hold now, the render is refused until it is built.
+    Case("class-names-a-cluster-without-clusters", [(GH200_WALLTIME, GH200_WALLTIME + "    cluster: flame\n")],
+         "cluster: flame", "classes.gh200.cluster", r"declares no clusters"),
+    Case("several-clusters-not-rendered-yet", [CLUSTERS, ON_FLAME], "clusters:", "clusters", r"not rendered yet"),
+    Case("no-manager", [(CLUSTERS[0], CLUSTERS[1].replace("role: manager", "role: worker")), ON_FLAME],
+         "clusters:", "clusters", r"no cluster has role: manager"),
+    Case("two-managers", [with_cluster("hub2: {role: manager, server: https://hub2.example.org}"), ON_FLAME],
+         "hub2:", "clusters.hub2.role", r"'hub' is already the manager"),
+    Case("one-api-server-twice", [(CLUSTERS[0], CLUSTERS[1].replace("flame.example.org", "hub.example.org")), ON_FLAME],
+         "flame: {role", "clusters.flame.server", r"already the API server of cluster 'hub'"),
+    Case("api-server-not-https", [(CLUSTERS[0], CLUSTERS[1].replace("https://flame", "http://flame")), ON_FLAME],
+         "flame: {role", "clusters.flame.server", r"should match pattern"),
+    Case("class-names-no-cluster", [CLUSTERS], "  gh200:", "classes.gh200", r"must name the worker.*workers: flame"),
+    Case("class-on-an-unknown-cluster", [CLUSTERS, (GH200_WALLTIME, GH200_WALLTIME + "    cluster: ember\n")],
+         "cluster: ember", "classes.gh200.cluster", r"unknown cluster 'ember'"),
+    Case("class-on-the-manager", [CLUSTERS, (GH200_WALLTIME, GH200_WALLTIME + "    cluster: hub\n")],
+         "cluster: hub", "classes.gh200.cluster", r"'hub' is the manager"),
+    Case("worker-without-a-class",
+         [with_cluster("ember: {role: worker, server: https://ember.example.org}"), ON_FLAME],
+         "ember:", "clusters.ember", r"worker 'ember' runs no GPU class"),
 ]
 
 
@@ -306,3 +337,16 @@ def test_every_error_is_reported_not_just_the_first(rendered_workspace):
     result = CliRunner().invoke(main, args)
     assert "classes.gh200.nodes" in result.stderr and "classes.gh200.arch" in result.stderr
     assert "2 problem(s)" in result.stderr
+
+
+def test_several_clusters_that_break_no_rule_are_refused_only_as_not_rendered_yet(rendered_workspace):
+    root, inventory, args = rendered_workspace
+    text = edited(Case("", [CLUSTERS, ON_FLAME], "", "", ""))
+    inventory.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    line = text[:text.index("\nclusters:")].count("\n") + 2
+    assert result.stderr.splitlines() == [
+        f"{inventory}:{line}:1: clusters: several clusters are planned, not rendered yet (docs/multi-cluster.md): "
+        "gpugen renders one cluster; remove clusters: and each class's cluster:",
+        f"{inventory}: 1 problem(s); nothing written."]
