@@ -48,6 +48,8 @@ class Kind:
     # Fields the API server refuses to change in place (CRD CEL `self == oldSelf` rules of the pinned versions):
     # Argo CD's sync fails on them; the object must be deleted and recreated.
     immutable_fields: tuple[str, ...] = ()
+    # Rendered only for a platform of several clusters (inventory clusters:, inventory/clusters.py).
+    several_clusters: bool = False
 
 
 # The kinds in rendered/, in the order `plan` reports them (what users touch first) and the gpugen AppProject
@@ -72,11 +74,19 @@ SYNCED_KINDS: dict[str, Kind] = {k.kind: k for k in (
     # Only with cluster.monitoring: what the site's Prometheus scrapes and evaluates.
     Kind(MONITORING, "ServiceMonitor", True, "0"),
     Kind(MONITORING, "PrometheusRule", True, "0"),
+    # Several clusters: on the manager, MultiKueue's check, its clusters and each group's list of them, before
+    # the ClusterQueues that name the checks; on a worker, the identity the manager's Kueue acts as.
+    Kind(KUEUE, "AdmissionCheck", False, "1", several_clusters=True),
+    Kind(KUEUE, "MultiKueueConfig", False, "1", several_clusters=True),
+    Kind(KUEUE, "MultiKueueCluster", False, "1", several_clusters=True),
+    Kind(CORE, "ServiceAccount", True, "0", several_clusters=True),
 )}
 
 
-def project_whitelist(namespaced: bool, monitoring: bool) -> tuple[dict[str, str], ...]:
+def project_whitelist(namespaced: bool, monitoring: bool, several_clusters: bool = False) -> tuple[dict[str, str], ...]:
     """The synced kinds of one scope as an AppProject's resource whitelist writes them; the Prometheus
-    Operator's only where the inventory renders them (a cluster without its CRDs)."""
+    Operator's only where the inventory renders them (a cluster without its CRDs), MultiKueue's only for several
+    clusters."""
     return tuple({"group": k.group.name, "kind": k.kind} for k in SYNCED_KINDS.values()
-                 if k.namespaced == namespaced and (monitoring or k.group is not MONITORING))
+                 if k.namespaced == namespaced and (monitoring or k.group is not MONITORING)
+                 and (several_clusters or not k.several_clusters))

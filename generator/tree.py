@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator import emit, limits, userdocs, versions
-from generator.builders import bootstrap_objects, synced_objects
+from generator.inventory import clusters
+from generator.builders import bootstrap_objects, cluster_synced_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
 from generator.repo_server import KUSTOMIZATION_FILE
 from generator.errors import OverLimits
@@ -60,15 +61,37 @@ def _bootstrap_files(inventory: Inventory, source: str, over_limits: list[tuple[
     return dict(sorted(files.items()))
 
 
+def _too_many(count: int) -> None:
+    if count > limits.MAX_OBJECTS:
+        raise OverLimits([("(tree)", f"{count:,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+
+
+def _cluster_trees(inventory: Inventory, source: str, over_limits: list[tuple[str, str]]) -> Files:
+    """Several clusters: <cluster>/ per cluster, each with its own kustomization.yaml (Argo CD syncs each to its
+    cluster)."""
+    by_cluster = cluster_synced_objects(inventory)
+    _too_many(sum(len(objects) for objects in by_cluster.values()))
+    synced: Files = {}
+    for name, objects in by_cluster.items():
+        files = _files(objects, source, over_limits)
+        files[KUSTOMIZATION_FILE] = kustomization(list(files), source)
+        synced.update((f"{name}/{path}", content) for path, content in files.items())
+    return synced
+
+
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
-    """Raises errors.OverLimits when an object would exceed what Kubernetes or the file system accepts."""
+    """Raises errors.OverLimits when an object would exceed what Kubernetes or the file system accepts. For
+    several clusters (docs/multi-cluster.md) the synced trees only, so far: their delivery (bootstrap/) is the
+    next step."""
     over_limits: list[tuple[str, str]] = []
-    objects = synced_objects(inventory)
-    if len(objects) > limits.MAX_OBJECTS:
-        raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
-    synced = _files(objects, source, over_limits)
-    synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
-    bootstrap = _bootstrap_files(inventory, source, over_limits)
+    if clusters.several(inventory):
+        synced, bootstrap = _cluster_trees(inventory, source, over_limits), {}
+    else:
+        objects = synced_objects(inventory)
+        _too_many(len(objects))
+        synced = _files(objects, source, over_limits)
+        synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
+        bootstrap = _bootstrap_files(inventory, source, over_limits)
     if over_limits:
         raise OverLimits(over_limits)
     return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap,

@@ -5,25 +5,43 @@ from __future__ import annotations
 from typing import Any
 
 from generator.builders import argocd, bootstrap, core, grafana, kueue, kyverno, prometheus, rbac, trainer
+from generator.inventory import clusters
 from generator.inventory.models import Inventory
 
 
-def synced_objects(inventory: Inventory) -> list[dict[str, Any]]:
-    """Everything Argo CD syncs from the rendered tree, each with its sync wave."""
+def synced_objects(inventory: Inventory, role: str | None = None) -> list[dict[str, Any]]:
+    """Everything Argo CD syncs from the rendered tree, each with its sync wave. `role`: for one cluster of
+    several, "manager" (the whole inventory; its ClusterQueues wait on MultiKueue's check) or "worker" (a
+    clusters.worker_view; researchers only read there)."""
     objects = [
         *core.namespaces(inventory),
         *core.job_limits(inventory),
         *trainer.runtimes(inventory),
         *kueue.workload_priority_classes(inventory),
         *kueue.resource_flavors(inventory),
-        *kueue.cluster_queues(inventory),
+        *kueue.cluster_queues(inventory, multikueue=role == "manager"),
         *kueue.local_queues(inventory),
         *kyverno.policies(inventory),
-        *rbac.rbac(inventory),
+        *rbac.rbac(inventory, submit=role != "worker"),
         *prometheus.monitoring_objects(inventory),
         *grafana.dashboards(inventory),
     ]
+    if role == "manager":
+        objects += [*(kueue.multikueue_admission_check(inventory, name) for name in sorted(inventory.groups)),
+                    *(kueue.multikueue_config(inventory, name, clusters.workers_of(inventory, name))
+                      for name in sorted(inventory.groups)),
+                    *(kueue.multikueue_cluster(inventory, name) for name in clusters.workers(inventory))]
+    elif role == "worker":
+        objects += rbac.multikueue_worker_identity(inventory, kueue.KUEUE_INTEGRATIONS)
     return [argocd.with_sync_wave(obj) for obj in objects]
+
+
+def cluster_synced_objects(inventory: Inventory) -> dict[str, list[dict[str, Any]]]:
+    """For several clusters (inventory clusters:): each cluster's synced objects, by cluster name."""
+    out = {clusters.manager(inventory): synced_objects(inventory, "manager")}
+    for worker in clusters.workers(inventory):
+        out[worker] = synced_objects(clusters.worker_view(inventory, worker), "worker")
+    return out
 
 
 def bootstrap_objects(inventory: Inventory) -> dict[str, list[dict[str, Any]]]:

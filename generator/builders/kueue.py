@@ -50,7 +50,10 @@ def _flavor_resources(allocation: Allocation, gpu_class: GpuClass) -> list[dict[
     return resources
 
 
-def cluster_queue(inventory: Inventory, group_name: str, group: Group) -> dict[str, Any]:
+def cluster_queue(inventory: Inventory, group_name: str, group: Group, admission_check: str | None = None
+                  ) -> dict[str, Any]:
+    """`admission_check`: the check every workload of the queue must pass, for all its flavors (MultiKueue's,
+    on the manager of several clusters: Kueue refuses one limited to some flavors)."""
     flavors = [
         {"name": flavor_name(class_name, inventory.classes[class_name]),
          "resources": _flavor_resources(allocation, inventory.classes[class_name])}
@@ -76,6 +79,8 @@ def cluster_queue(inventory: Inventory, group_name: str, group: Group) -> dict[s
     spec["flavorFungibility"] = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
     if inventory.cluster.queueing.fairSharing:
         spec["fairSharing"] = {"weight": str(group.weight)}
+    if admission_check is not None:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": admission_check}]}
     annotations = {"gpugen/description": group.description} if group.description else None
     return {
         "apiVersion": API_VERSION,
@@ -114,8 +119,47 @@ def resource_flavors(inventory: Inventory) -> list[dict[str, Any]]:
     return [resource_flavor(inventory, name, gpu_class) for name, gpu_class in sorted(inventory.classes.items())]
 
 
-def cluster_queues(inventory: Inventory) -> list[dict[str, Any]]:
-    return [cluster_queue(inventory, name, group) for name, group in sorted(inventory.groups.items())]
+def cluster_queues(inventory: Inventory, multikueue: bool = False) -> list[dict[str, Any]]:
+    """multikueue: each queue names its group's MultiKueue check (the manager of several clusters)."""
+    return [cluster_queue(inventory, name, group, name if multikueue else None)
+            for name, group in sorted(inventory.groups.items())]
+
+
+# MultiKueue (several clusters, docs/multi-cluster.md): on the manager, per group an AdmissionCheck and a
+# MultiKueueConfig named like its ClusterQueue, and per worker a MultiKueueCluster whose kubeconfig is in the
+# Secret MULTIKUEUE_SECRET_PREFIX<worker> of Kueue's namespace, made by hand (credentials are never rendered).
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE_SECRET_PREFIX = "multikueue-"
+
+
+def multikueue_admission_check(inventory: Inventory, group_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": metadata(inventory, group_name),
+        "spec": {"controllerName": MULTIKUEUE_CONTROLLER,
+                 "parameters": {"apiGroup": KUEUE.name, "kind": "MultiKueueConfig", "name": group_name}},
+    }
+
+
+def multikueue_config(inventory: Inventory, group_name: str, workers: list[str]) -> dict[str, Any]:
+    """`workers`: where the group holds allocations, in the inventory's order (the Incremental dispatcher's)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MultiKueueConfig",
+        "metadata": metadata(inventory, group_name),
+        "spec": {"clusters": list(workers)},
+    }
+
+
+def multikueue_cluster(inventory: Inventory, worker: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MultiKueueCluster",
+        "metadata": metadata(inventory, worker),
+        "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
+                                                  "location": MULTIKUEUE_SECRET_PREFIX + worker}}},
+    }
 
 
 def local_queues(inventory: Inventory) -> list[dict[str, Any]]:

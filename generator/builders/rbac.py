@@ -14,7 +14,7 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
-from generator.kinds import BATCH, CORE, KUEUE, RBAC, TRAINER
+from generator.kinds import BATCH, CORE, JOBSET, KUEUE, RBAC, TRAINER
 from generator.inventory.naming import JOB_LIMITS, KUBE_SYSTEM, RESEARCH_GROUP_LABEL
 
 API_VERSION = RBAC.api_version
@@ -43,6 +43,51 @@ RESEARCHER_RULES = [
 ]
 
 
+# On a worker of several clusters researchers only read: they submit and cancel on the manager, whose Kueue
+# (MultiKueue) creates and deletes the copies here. Without create, a researcher who goes to a worker directly is
+# refused by the API server.
+SUBMIT_VERBS = {"create", "delete"}
+RESEARCHER_RULES_ON_WORKER = [
+    {**rule, "verbs": [verb for verb in rule["verbs"] if verb not in SUBMIT_VERBS]} for rule in RESEARCHER_RULES]
+
+# The identity the manager's Kueue acts as on a worker (its token, in the manager's MultiKueue kubeconfig Secret,
+# is made by hand): Kueue's own rules for a MultiKueue worker at the pinned version (test/util/multikueue.go,
+# MultiKueueRulesForManager), for the integrations the platform enables (kueue.KUEUE_INTEGRATIONS).
+MULTIKUEUE_IDENTITY = "multikueue"
+_MULTIKUEUE_VERBS = ["create", "update", "patch", "delete", "get", "list", "watch"]
+_INTEGRATION_RESOURCES = {"batch/job": (BATCH.name, "jobs"), "jobset.x-k8s.io/jobset": (JOBSET.name, "jobsets"),
+                          "trainer.kubeflow.org/trainjob": (TRAINER.name, "trainjobs")}
+
+
+def multikueue_worker_rules(integrations: tuple[str, ...]) -> list[dict[str, Any]]:
+    rules = [
+        {"apiGroups": [KUEUE.name], "resources": ["workloads"], "verbs": _MULTIKUEUE_VERBS},
+        {"apiGroups": [KUEUE.name], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+        {"apiGroups": [KUEUE.name], "resources": ["clusterqueues"], "verbs": READ},
+        {"apiGroups": [KUEUE.name], "resources": ["localqueues"], "verbs": READ},
+    ]
+    for integration in integrations:
+        group, resource = _INTEGRATION_RESOURCES[integration]
+        rules += [{"apiGroups": [group], "resources": [resource], "verbs": _MULTIKUEUE_VERBS},
+                  {"apiGroups": [group], "resources": [f"{resource}/status"], "verbs": ["get"]}]
+    return rules
+
+
+def multikueue_worker_identity(inventory: Inventory, integrations: tuple[str, ...]) -> list[dict[str, Any]]:
+    """A ServiceAccount in Kueue's namespace, its ClusterRole and the binding of the two (cluster-wide, as
+    Kueue's MultiKueue lists and watches Workloads in every namespace)."""
+    namespace = inventory.cluster.components.kueue.namespace
+    return [
+        {"apiVersion": CORE.version, "kind": "ServiceAccount",
+         "metadata": metadata(inventory, MULTIKUEUE_IDENTITY, namespace=namespace)},
+        {"apiVersion": API_VERSION, "kind": "ClusterRole", "metadata": metadata(inventory, MULTIKUEUE_IDENTITY),
+         "rules": multikueue_worker_rules(integrations)},
+        {"apiVersion": API_VERSION, "kind": "ClusterRoleBinding", "metadata": metadata(inventory, MULTIKUEUE_IDENTITY),
+         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": MULTIKUEUE_IDENTITY},
+         "subjects": [{"kind": "ServiceAccount", "name": MULTIKUEUE_IDENTITY, "namespace": namespace}]},
+    ]
+
+
 def runtime_reader_role(inventory: Inventory) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
@@ -66,13 +111,14 @@ def runtime_reader_binding(inventory: Inventory) -> dict[str, Any]:
     }
 
 
-def researcher_role(inventory: Inventory) -> dict[str, Any]:
-    """One ClusterRole for all groups; RoleBindings confine it to each group's namespaces."""
+def researcher_role(inventory: Inventory, submit: bool = True) -> dict[str, Any]:
+    """One ClusterRole for all groups; RoleBindings confine it to each group's namespaces. submit=False: a
+    worker of several clusters (RESEARCHER_RULES_ON_WORKER)."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterRole",
         "metadata": metadata(inventory, RESEARCHER),
-        "rules": RESEARCHER_RULES,
+        "rules": RESEARCHER_RULES if submit else RESEARCHER_RULES_ON_WORKER,
     }
 
 
@@ -138,6 +184,7 @@ def metrics_reader(inventory: Inventory) -> list[dict[str, Any]]:
     ]
 
 
-def rbac(inventory: Inventory) -> list[dict[str, Any]]:
-    return [runtime_reader_role(inventory), runtime_reader_binding(inventory), researcher_role(inventory),
+def rbac(inventory: Inventory, submit: bool = True) -> list[dict[str, Any]]:
+    """submit=False: a worker of several clusters, where researchers only read."""
+    return [runtime_reader_role(inventory), runtime_reader_binding(inventory), researcher_role(inventory, submit),
             *researcher_bindings(inventory), *metrics_reader(inventory)]

@@ -6,6 +6,7 @@ rules, core validation and admission, without needing any controller or webhook.
 import copy
 
 import pytest
+import yaml
 
 from simulation.upstream import SCRATCH_NS, header, load_one, manifest_files, message, rel, rendered_dir, unavailable
 
@@ -90,3 +91,26 @@ def test_broken_object_is_rejected(cluster, broken_file):
     assert not r.ok, f"{broken_file.name} was accepted"
     for text in expected:
         assert text in message(r), f"{broken_file.name}: {text!r} not in server message: {message(r)}"
+
+
+@pytest.mark.parametrize("member", ["hub", "flame", "ember"])
+def test_each_tree_of_several_clusters_dry_run_applies(cluster, member):
+    """tests/unit/test_several_clusters.py's platform: every object of one cluster's tree, MultiKueue's included,
+    against the pinned CRDs (namespaces made first: the research namespaces exist, Kueue's is made here)."""
+    from generator.tree import render_trees
+    from tests.support.inventories import platform
+
+    synced = render_trees(platform(), "platform.yaml").synced
+    objects = [yaml.safe_load(content) for path, content in sorted(synced.items())
+               if path.startswith(member + "/") and not path.endswith("/kustomization.yaml")]
+    assert objects
+    for namespace in sorted({obj["metadata"]["namespace"] for obj in objects if "namespace" in obj["metadata"]}):
+        r = cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False)
+        assert r.ok, f"namespace {namespace}: {message(r)}"
+    refused = []
+    for obj in objects:
+        r = cluster.apply(obj, dry_run=True)
+        if not r.ok or "Warning" in r.headers:
+            refused.append(f"{obj['kind']} {obj['metadata']['name']}: {r.status_code} {message(r)} "
+                           f"{r.headers.get('Warning', '')}")
+    assert not refused, "\n".join(refused)

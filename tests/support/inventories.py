@@ -61,3 +61,27 @@ def variant(*changes: Change) -> Inventory:
 def write(data: dict, path: Path) -> Path:
     path.write_text(to_text(data), encoding="utf-8")
     return path
+
+
+def platform_data() -> dict:
+    """FLAME's inventory spread over several clusters (docs/multi-cluster.md): a manager `hub`, the GH200s on the
+    worker `flame`, a second class (A100, amd64) on the worker `ember` where only vision-lab holds GPUs. Without
+    monitoring (not built for several clusters)."""
+    def spread(data: dict) -> None:
+        data["clusters"] = {"hub": {"role": "manager", "server": "https://hub.example.org:6443"},
+                            "flame": {"role": "worker", "server": "https://flame.example.org:6443"},
+                            "ember": {"role": "worker", "server": "https://ember.example.org:6443"}}
+        data["cluster"].pop("monitoring", None)
+        data["classes"]["gh200"]["cluster"] = "flame"
+        data["classes"]["a100"] = {
+            "arch": "amd64", "nodeSelector": {data["cluster"]["gpuClassLabel"]: "NVIDIA-A100-SXM4-80GB"},
+            "image": "ghcr.io/urcf/pytorch:2.9.1-cuda12.9-amd64", "nodes": 2,
+            "perNode": {"gpus": 4, "cpu": 64, "memory": "512G"}, "cluster": "ember"}
+        data["groups"]["vision-lab"]["allocations"]["a100"] = {"gpus": 4, "cpu": 32, "memory": "256G"}
+    return edited(flame_data(), spread)
+
+
+def platform(data: dict | None = None) -> Inventory:
+    """platform_data() (or `data`) validated as the render of several clusters will validate it."""
+    return load_inventory_text(to_text(platform_data() if data is None else data), "platform.yaml",
+                               several_clusters=True)

@@ -342,6 +342,9 @@ def test_every_error_is_reported_not_just_the_first(rendered_workspace):
 def test_several_clusters_that_break_no_rule_are_refused_only_as_not_rendered_yet(rendered_workspace):
     root, inventory, args = rendered_workspace
     text = edited(Case("", [CLUSTERS, ON_FLAME], "", "", ""))
+    # Monitoring several clusters is refused on its own (not built yet).
+    text = re.sub(r"\n  # Monitors, alerts.*?\n\n", "\n\n", text, count=1, flags=re.S)
+    assert "monitoring:" not in text
     inventory.write_text(text, encoding="utf-8")
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2

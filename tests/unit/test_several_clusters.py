@@ -1,0 +1,138 @@
+"""Several clusters from one inventory (docs/multi-cluster.md), the synced trees so far: what the manager and each
+worker get. The platform is tests/support/inventories.platform_data(): manager hub, GH200s on flame, A100s on ember
+where only vision-lab holds GPUs. The objects are checked against the pinned CRDs by the strict API-server tier
+(tests/apiserver/test_apiserver.py)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from generator.builders.rbac import RESEARCHER_RULES
+from generator.errors import InventoryInvalid
+from generator.inventory import load_inventory_text
+from generator.kinds import SYNCED_KINDS, project_whitelist
+from generator.repo_server import KUSTOMIZATION_FILE
+from generator.tree import render_trees
+from tests.support.inventories import edited, platform, platform_data, to_text
+
+MULTIKUEUE_KINDS = {kind for kind, facts in SYNCED_KINDS.items() if facts.several_clusters}
+
+
+@pytest.fixture(scope="module")
+def trees() -> dict[str, dict[str, dict]]:
+    """cluster -> {path in its tree: object}, kustomization.yaml left out."""
+    out: dict[str, dict[str, dict]] = {}
+    for path, content in render_trees(platform(), "platform.yaml").synced.items():
+        cluster, _, rest = path.partition("/")
+        if rest != KUSTOMIZATION_FILE:
+            out.setdefault(cluster, {})[rest] = yaml.safe_load(content)
+    return out
+
+
+def of_kind(tree: dict[str, dict], kind: str) -> dict[str, dict]:
+    return {obj["metadata"]["name"]: obj for obj in tree.values() if obj["kind"] == kind}
+
+
+def test_one_tree_per_cluster_each_with_its_kustomization():
+    synced = render_trees(platform(), "platform.yaml").synced
+    assert {path.partition("/")[0] for path in synced} == {"hub", "flame", "ember"}
+    for cluster in ("hub", "flame", "ember"):
+        listed = yaml.safe_load(synced[f"{cluster}/{KUSTOMIZATION_FILE}"])["resources"]
+        assert sorted(listed) == sorted(path.partition("/")[2] for path in synced
+                                        if path.startswith(cluster + "/") and not path.endswith(KUSTOMIZATION_FILE))
+
+
+def test_the_manager_queues_every_class_behind_its_groups_multikueue_check(trees):
+    hub = trees["hub"]
+    assert set(of_kind(hub, "ResourceFlavor")) == {"gh200", "a100"}
+    queues = of_kind(hub, "ClusterQueue")
+    assert set(queues) == {"vision-lab", "nlp-lab"}
+    for name, queue in queues.items():
+        assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": name}]}
+    assert [f["name"] for f in queues["vision-lab"]["spec"]["resourceGroups"][0]["flavors"]] == ["a100", "gh200"]
+    checks = of_kind(hub, "AdmissionCheck")
+    assert checks == {name: checks[name] for name in queues}
+    for name, check in checks.items():
+        assert check["spec"] == {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {
+            "apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": name}}
+    configs = of_kind(hub, "MultiKueueConfig")
+    # Where each group holds GPUs, in the inventory's order of clusters.
+    assert {name: c["spec"]["clusters"] for name, c in configs.items()} == {"vision-lab": ["flame", "ember"],
+                                                                          "nlp-lab": ["flame"]}
+    assert {name: c["spec"] for name, c in of_kind(hub, "MultiKueueCluster").items()} == {
+        worker: {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"multikueue-{worker}"}}}
+        for worker in ("flame", "ember")}
+    # No credentials in Git.
+    assert not [obj for obj in hub.values() if obj["kind"] == "Secret"]
+
+
+def test_each_worker_gets_its_classes_and_the_groups_that_hold_them(trees):
+    flame, ember = trees["flame"], trees["ember"]
+    assert set(of_kind(flame, "ResourceFlavor")) == {"gh200"}
+    assert set(of_kind(ember, "ResourceFlavor")) == {"a100"}
+    assert set(of_kind(flame, "ClusterQueue")) == {"vision-lab", "nlp-lab"}
+    assert set(of_kind(ember, "ClusterQueue")) == {"vision-lab"}
+    assert [f["name"] for f in of_kind(ember, "ClusterQueue")["vision-lab"]["spec"]["resourceGroups"][0]["flavors"]] \
+        == ["a100"]
+    assert set(of_kind(ember, "Namespace")) == {"vision-lab"}
+    assert {(q["metadata"]["namespace"], q["spec"]["clusterQueue"]) for q in of_kind(ember, "LocalQueue").values()} \
+        == {("vision-lab", "vision-lab")}
+    assert set(of_kind(ember, "ClusterTrainingRuntime")) == {"torch-a100"}
+    for tree in (flame, ember):
+        assert not [obj for obj in tree.values() if obj["kind"] in MULTIKUEUE_KINDS - {"ServiceAccount"}]
+        assert "admissionChecksStrategy" not in str(of_kind(tree, "ClusterQueue"))
+
+
+def test_a_runtime_is_the_same_on_the_manager_and_on_its_worker():
+    """MultiKueue copies the TrainJob; the worker's Trainer resolves the runtime by name, so both copies must be
+    identical (Kueue's documentation)."""
+    synced = render_trees(platform(), "platform.yaml").synced
+    for cls, worker in (("gh200", "flame"), ("a100", "ember")):
+        path = f"trainer/clustertrainingruntime/torch-{cls}.yaml"
+        assert synced[f"hub/{path}"] == synced[f"{worker}/{path}"]
+
+
+def test_researchers_only_read_on_workers_and_the_manager_acts_there_as_multikueue(trees):
+    submit = {"create", "delete"}
+    hub_role = of_kind(trees["hub"], "ClusterRole")["researcher"]
+    assert hub_role["rules"] == RESEARCHER_RULES
+    for worker in ("flame", "ember"):
+        tree = trees[worker]
+        rules = of_kind(tree, "ClusterRole")["researcher"]["rules"]
+        assert not [rule for rule in rules if submit & set(rule["verbs"])]
+        assert [{k: v for k, v in r.items() if k != "verbs"} for r in rules] == \
+               [{k: v for k, v in r.items() if k != "verbs"} for r in RESEARCHER_RULES]
+        (account,) = of_kind(tree, "ServiceAccount").values()
+        assert account["metadata"] == {**account["metadata"], "name": "multikueue", "namespace": "kueue-system"}
+        binding = of_kind(tree, "ClusterRoleBinding")["multikueue"]
+        assert binding["roleRef"]["name"] == "multikueue"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "multikueue", "namespace": "kueue-system"}]
+        granted = {(group, resource): rule["verbs"] for rule in of_kind(tree, "ClusterRole")["multikueue"]["rules"]
+                   for group in rule["apiGroups"] for resource in rule["resources"]}
+        # Kueue's rules for a MultiKueue worker (test/util/multikueue.go), for the platform's integrations.
+        everything = ["create", "update", "patch", "delete", "get", "list", "watch"]
+        assert granted == {
+            ("kueue.x-k8s.io", "workloads"): everything, ("kueue.x-k8s.io", "workloads/status"): ["get", "patch", "update"],
+            ("kueue.x-k8s.io", "clusterqueues"): ["get", "list", "watch"],
+            ("kueue.x-k8s.io", "localqueues"): ["get", "list", "watch"],
+            ("batch", "jobs"): everything, ("batch", "jobs/status"): ["get"],
+            ("jobset.x-k8s.io", "jobsets"): everything, ("jobset.x-k8s.io", "jobsets/status"): ["get"],
+            ("trainer.kubeflow.org", "trainjobs"): everything, ("trainer.kubeflow.org", "trainjobs/status"): ["get"]}
+
+
+def test_every_kind_rendered_is_known_and_multikueues_only_for_several_clusters(trees):
+    for tree in trees.values():
+        assert {obj["kind"] for obj in tree.values()} <= set(SYNCED_KINDS)
+    listed = {entry["kind"] for scope in (True, False) for entry in project_whitelist(scope, True)}
+    assert not listed & MULTIKUEUE_KINDS
+    listed = {entry["kind"] for scope in (True, False) for entry in project_whitelist(scope, True, True)}
+    assert MULTIKUEUE_KINDS <= listed
+
+
+def test_the_platform_breaks_no_rule_and_monitoring_is_refused_for_several_clusters():
+    platform()  # no finding
+    with pytest.raises(InventoryInvalid) as refused:
+        load_inventory_text(to_text(edited(platform_data(), lambda d: d["cluster"].__setitem__(
+            "monitoring", {"namespace": "monitoring"}))), "platform.yaml", several_clusters=True)
+    assert [p.field for p in refused.value.problems] == ["cluster.monitoring"]
