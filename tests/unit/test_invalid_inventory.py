@@ -8,7 +8,9 @@ the output directory byte-for-byte and mtime-for-mtime untouched.
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -277,16 +279,26 @@ def expected_line(text: str, case: Case) -> int:
     return text[:position].count("\n") + 1
 
 
-@pytest.fixture()
-def rendered_workspace(tmp_path):
-    """A directory holding a good inventory's render, as a repository would."""
-    inventory = tmp_path / "gpu_classes.yaml"
-    inventory.write_text(VALID, encoding="utf-8")
-    args = ["render", "--inventory", str(inventory), "--out", str(tmp_path / "rendered"),
-            "--bootstrap-out", str(tmp_path / "bootstrap"), "--docs-out", str(tmp_path / "docs" / "runtimes.md")]
-    result = CliRunner().invoke(main, args)
+def render_args(root: Path) -> list[str]:
+    return ["render", "--inventory", str(root / "gpu_classes.yaml"), "--out", str(root / "rendered"),
+            "--bootstrap-out", str(root / "bootstrap"), "--docs-out", str(root / "docs" / "runtimes.md")]
+
+
+@pytest.fixture(scope="module")
+def good_render(tmp_path_factory) -> Path:
+    """One render of the good inventory, which every workspace copies (a render per case costs more than a copy)."""
+    root = tmp_path_factory.mktemp("good-render")
+    (root / "gpu_classes.yaml").write_text(VALID, encoding="utf-8")
+    result = CliRunner().invoke(main, render_args(root))
     assert result.exit_code == 0, result.output
-    return tmp_path, inventory, args
+    return root
+
+
+@pytest.fixture()
+def rendered_workspace(tmp_path, good_render):
+    """A directory holding a good inventory's render, as a repository would."""
+    shutil.copytree(good_render, tmp_path, dirs_exist_ok=True, symlinks=True)
+    return tmp_path, tmp_path / "gpu_classes.yaml", render_args(tmp_path)
 
 
 def test_corpus_is_large_enough():
