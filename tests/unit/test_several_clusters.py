@@ -136,3 +136,14 @@ def test_the_platform_breaks_no_rule_and_monitoring_is_refused_for_several_clust
         load_inventory_text(to_text(edited(platform_data(), lambda d: d["cluster"].__setitem__(
             "monitoring", {"namespace": "monitoring"}))), "platform.yaml", several_clusters=True)
     assert [p.field for p in refused.value.problems] == ["cluster.monitoring"]
+
+
+def test_the_worker_flame_has_flames_policies(trees):
+    """tests/policies/cases.yaml sends MultiKueue's copies (resources/multikueue.yaml) to FLAME's policies as the
+    worker's ServiceAccount: that stands for the worker flame only while its policies are FLAME's."""
+    from simulation.upstream import load_one, rendered_dir
+    policies = {path: obj for path, obj in trees["flame"].items() if path.startswith("kyverno/")}
+    assert policies
+    assert policies == {path: load_one(rendered_dir() / path) for path in policies}
+    assert sorted(p.relative_to(rendered_dir()).as_posix() for p in (rendered_dir() / "kyverno").rglob("*.yaml")) \
+        == sorted(policies)
