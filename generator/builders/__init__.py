@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from generator.builders import argocd, bootstrap, core, grafana, kueue, kyverno, prometheus, rbac, trainer
 from generator.inventory import clusters
 from generator.inventory.models import Inventory
 
 
-def synced_objects(inventory: Inventory, role: str | None = None) -> list[dict[str, Any]]:
+def synced_objects(inventory: Inventory, role: Literal["manager", "worker"] | None = None) -> list[dict[str, Any]]:
     """Everything Argo CD syncs from the rendered tree, each with its sync wave. `role`: for one cluster of
     several, "manager" (the whole inventory; its ClusterQueues wait on MultiKueue's check) or "worker" (a
     clusters.worker_view; researchers only read there)."""
