@@ -81,11 +81,11 @@ def _cluster_trees(inventory: Inventory, source: str, over_limits: list[tuple[st
 
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     """Raises errors.OverLimits when an object would exceed what Kubernetes or the file system accepts. For
-    several clusters (docs/multi-cluster.md) the synced trees only, so far: their delivery (bootstrap/) is the
-    next step."""
+    several clusters (docs/multi-cluster.md) bootstrap/ installs the components on the manager only, so far."""
     over_limits: list[tuple[str, str]] = []
     if clusters.several(inventory):
-        synced, bootstrap = _cluster_trees(inventory, source, over_limits), {}
+        synced = _cluster_trees(inventory, source, over_limits)
+        bootstrap = _bootstrap_files(inventory, source, over_limits)
     else:
         objects = synced_objects(inventory)
         _too_many(len(objects))

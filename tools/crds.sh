@@ -40,7 +40,8 @@ copy_crds github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERAT
   'example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml' \
   'example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml'
 # argo-cd's module needs a newer Go to extract; module-dir.sh unpacks its verified zip.
-copy_crds github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" 'manifests/crds/application-crd.yaml' 'manifests/crds/appproject-crd.yaml'
+copy_crds github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" 'manifests/crds/application-crd.yaml' 'manifests/crds/appproject-crd.yaml' \
+  'manifests/crds/applicationset-crd.yaml'
 
 # mv of a directory onto a missing name is atomic; if a concurrent run won the race, keep theirs.
 mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"

@@ -26,6 +26,7 @@ from generator.builders import argocd, kueue, rbac
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.repo_server import KUSTOMIZATION_FILE
+from generator.inventory import clusters
 from generator.inventory.naming import KUBE_SYSTEM, research_namespaces
 from generator.inventory.models import Component, Inventory
 from generator.kinds import RBAC, TRAINER, project_whitelist
@@ -206,6 +207,7 @@ def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
     kube_system = inventory.cluster.components.kueue.install
     destinations = [gitops.applicationNamespace, *([KUBE_SYSTEM] if kube_system else [])]
     namespaced = [{"group": "argoproj.io", "kind": "Application"}, {"group": "argoproj.io", "kind": "AppProject"},
+                  *([{"group": "argoproj.io", "kind": "ApplicationSet"}] if clusters.several(inventory) else []),
                   {"group": "", "kind": "Secret"}, *([{"group": RBAC.name, "kind": "RoleBinding"}]
                                                      if kube_system else [])]
     return [
@@ -223,21 +225,12 @@ def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
 
 
 def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
-    """Synced by the root Application: per component a repository, a project and an Application; then gpugen's."""
+    """Synced by the root Application: per component a repository, a project and an Application; then gpugen's
+    (for several clusters its ApplicationSet, one Application per cluster)."""
     gitops = inventory.cluster.gitops
-    objects: list[dict[str, Any]] = []
-    for name, component in components(inventory).items():
-        chart = COMPONENTS[name].chart
-        if chart_source(inventory, name).oci:
-            objects.append(chart_repository(inventory, name))
-        # CreateNamespace=true: Argo CD creates the component's namespace in the sync, under the project's rules;
-        # the project allows that one Namespace by name.
-        namespace_kind = {"group": "", "kind": "Namespace", "name": component.namespace}
-        objects.append(app_project(inventory, name, [component.namespace], (*chart.cluster_kinds, namespace_kind),
-                                   chart.namespaced_kinds, "-1"))
-        objects.append(component_application(inventory, name, component))
-    # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
-    objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
+    objects: list[dict[str, Any]] = _component_objects(inventory)
+    if clusters.several(inventory):
+        return objects + several_clusters_trees(inventory)
     research = research_namespaces(inventory)
     monitoring = inventory.cluster.monitoring
     # The monitors, rules and dashboards live in the monitoring namespace (the site's, never created here).
@@ -252,3 +245,70 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
     app["metadata"] = _waved(app["metadata"], GPUGEN_WAVE)
     objects.append(app)
     return objects
+
+
+def _component_objects(inventory: Inventory) -> list[dict[str, Any]]:
+    """Per installed component its chart repository, AppProject and Application; Kueue's kube-system binding."""
+    objects: list[dict[str, Any]] = []
+    for name, component in components(inventory).items():
+        chart = COMPONENTS[name].chart
+        if chart_source(inventory, name).oci:
+            objects.append(chart_repository(inventory, name))
+        # CreateNamespace=true: Argo CD creates the component's namespace in the sync, under the project's rules;
+        # the project allows that one Namespace by name.
+        namespace_kind = {"group": "", "kind": "Namespace", "name": component.namespace}
+        objects.append(app_project(inventory, name, [component.namespace], (*chart.cluster_kinds, namespace_kind),
+                                   chart.namespaced_kinds, "-1"))
+        objects.append(component_application(inventory, name, component))
+    # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
+    objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
+    return objects
+
+
+def tree_destinations(inventory: Inventory) -> list[tuple[str, str, list[str]]]:
+    """Several clusters: per cluster (the manager first) its name, the server Argo CD reaches it at (Argo CD runs
+    on the manager: in-cluster there), and the namespaces its tree writes to (its research namespaces, and on a
+    worker Kueue's, where MultiKueue's ServiceAccount lives)."""
+    manager = clusters.manager(inventory)
+    out = [(manager, argocd.IN_CLUSTER, research_namespaces(inventory))]
+    kueue_namespace = inventory.cluster.components.kueue.namespace
+    for worker in clusters.workers(inventory):
+        view = clusters.worker_view(inventory, worker)
+        out.append((worker, inventory.clusters[worker].server, [*research_namespaces(view), kueue_namespace]))
+    return out
+
+
+def several_clusters_trees(inventory: Inventory) -> list[dict[str, Any]]:
+    """The gpugen project over every cluster's namespaces, and an ApplicationSet whose list generator (written here
+    from the inventory) makes one Application per cluster, syncing <path>/<cluster> to it. The list generator needs
+    nothing outside Git; the cluster generator would read Argo CD's cluster Secrets, which hold credentials."""
+    gitops = inventory.cluster.gitops
+    project = _project_name(inventory, "gpugen")
+    destinations = tree_destinations(inventory)
+    project_object = app_project(inventory, "gpugen", [], project_whitelist(False, False, several_clusters=True),
+                                 project_whitelist(True, False, several_clusters=True), "-1")
+    project_object["spec"]["destinations"] = [{"server": server, "namespace": ns}
+                                              for _, server, namespaces in destinations for ns in namespaces]
+    # Every namespaced object names its namespace; Argo CD still wants an Application's own destination inside
+    # its project: the cluster's first namespace.
+    template = argocd.directory_application(inventory, f"{gitops.applicationName}-{{{{.cluster}}}}", project,
+                                            f"{gitops.path}/{{{{.cluster}}}}", "{{.namespace}}",
+                                            exclude=KUSTOMIZATION_FILE, synced_tree=True)
+    template["spec"]["destination"]["server"] = "{{.server}}"
+    application_set = {
+        "apiVersion": argocd.API_VERSION,
+        "kind": "ApplicationSet",
+        "metadata": _waved(metadata(inventory, gitops.applicationName, namespace=gitops.applicationNamespace),
+                           GPUGEN_WAVE),
+        "spec": {
+            "goTemplate": True,
+            # A typo in the template fails the generation instead of writing "<no value>".
+            "goTemplateOptions": ["missingkey=error"],
+            "generators": [{"list": {"elements": [
+                {"cluster": name, "server": server, "namespace": namespaces[0]}
+                for name, server, namespaces in destinations]}}],
+            "template": {"metadata": {key: template["metadata"][key] for key in ("name", "namespace", "labels")},
+                         "spec": template["spec"]},
+        },
+    }
+    return [project_object, application_set]

@@ -93,7 +93,7 @@ def test_broken_object_is_rejected(cluster, broken_file):
         assert text in message(r), f"{broken_file.name}: {text!r} not in server message: {message(r)}"
 
 
-@pytest.mark.parametrize("member", ["hub", "flame", "ember"])
+@pytest.mark.parametrize("member", ["hub", "flame", "ember", "bootstrap"])
 def test_each_tree_of_several_clusters_dry_run_applies(cluster, member):
     """tests/unit/test_several_clusters.py's platform: every object of one cluster's tree, MultiKueue's included,
     against the pinned CRDs (namespaces made first: the research namespaces exist, Kueue's is made here). An
@@ -101,10 +101,14 @@ def test_each_tree_of_several_clusters_dry_run_applies(cluster, member):
     from generator.tree import render_trees
     from tests.support.inventories import platform
 
-    synced = render_trees(platform(), "platform.yaml").synced
-    flame = rendered_dir()
+    rendered = render_trees(platform(), "platform.yaml")
+    if member == "bootstrap":  # against FLAME's bootstrap/, beside the tree
+        files, flame = {f"bootstrap/{path}": content for path, content in rendered.bootstrap.items()}, \
+            rendered_dir().parent / "bootstrap"
+    else:
+        files, flame = rendered.synced, rendered_dir()
     objects = []
-    for path, content in sorted(synced.items()):
+    for path, content in sorted(files.items()):
         rest = path.partition("/")[2]
         if path.startswith(member + "/") and rest != "kustomization.yaml":
             obj = yaml.safe_load(content)
