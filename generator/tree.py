@@ -85,13 +85,12 @@ def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     over_limits: list[tuple[str, str]] = []
     if clusters.several(inventory):
         synced = _cluster_trees(inventory, source, over_limits)
-        bootstrap = _bootstrap_files(inventory, source, over_limits)
     else:
         objects = synced_objects(inventory)
         _too_many(len(objects))
         synced = _files(objects, source, over_limits)
         synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
-        bootstrap = _bootstrap_files(inventory, source, over_limits)
+    bootstrap = _bootstrap_files(inventory, source, over_limits)
     if over_limits:
         raise OverLimits(over_limits)
     return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap,

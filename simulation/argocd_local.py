@@ -33,6 +33,7 @@ import time
 
 import yaml
 
+from generator.builders.argocd import IN_CLUSTER
 from simulation import upstream as vs
 from simulation.control_plane import child_preexec, free_port, go_runtime_env
 
@@ -64,7 +65,7 @@ IN_CLUSTER_SECRET = {
     "apiVersion": "v1", "kind": "Secret",
     "metadata": {"name": "in-cluster", "namespace": ARGOCD_NAMESPACE,
                  "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
-    "stringData": {"name": "in-cluster", "server": "https://kubernetes.default.svc",
+    "stringData": {"name": "in-cluster", "server": IN_CLUSTER,
                    "config": json.dumps({"disableCompression": True, "tlsClientConfig": {"insecure": False}})},
 }
 # The README's bootstrap health patch for argocd-cm.

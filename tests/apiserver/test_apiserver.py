@@ -93,15 +93,19 @@ def test_broken_object_is_rejected(cluster, broken_file):
         assert text in message(r), f"{broken_file.name}: {text!r} not in server message: {message(r)}"
 
 
+@pytest.fixture(scope="module")
+def several_clusters_rendered():
+    from generator.tree import render_trees
+    from tests.support.inventories import platform
+    return render_trees(platform(), "platform.yaml")
+
+
 @pytest.mark.parametrize("member", ["hub", "flame", "ember", "bootstrap"])
-def test_each_tree_of_several_clusters_dry_run_applies(cluster, member):
+def test_each_tree_of_several_clusters_dry_run_applies(cluster, several_clusters_rendered, member):
     """tests/unit/test_several_clusters.py's platform: every object of one cluster's tree, MultiKueue's included,
     against the pinned CRDs (namespaces made first: the research namespaces exist, Kueue's is made here). An
     object equal to the FLAME tree's at the same path is left out: test_rendered_object_dry_run_apply has it."""
-    from generator.tree import render_trees
-    from tests.support.inventories import platform
-
-    rendered = render_trees(platform(), "platform.yaml")
+    rendered = several_clusters_rendered
     if member == "bootstrap":  # against FLAME's bootstrap/, beside the tree
         files, flame = {f"bootstrap/{path}": content for path, content in rendered.bootstrap.items()}, \
             rendered_dir().parent / "bootstrap"

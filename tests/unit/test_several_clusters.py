@@ -5,6 +5,9 @@ where only vision-lab holds GPUs. The objects are checked against the pinned CRD
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 import yaml
 
@@ -13,17 +16,22 @@ from generator.errors import InventoryInvalid
 from generator.inventory import load_inventory_text
 from generator.kinds import SYNCED_KINDS, project_whitelist
 from generator.repo_server import KUSTOMIZATION_FILE
-from generator.tree import render_trees
+from generator.tree import RenderedTrees, render_trees
 from tests.support.inventories import edited, platform, platform_data, to_text
 
 MULTIKUEUE_KINDS = {kind for kind, facts in SYNCED_KINDS.items() if facts.several_clusters}
 
 
 @pytest.fixture(scope="module")
-def trees() -> dict[str, dict[str, dict]]:
+def rendered() -> RenderedTrees:
+    return render_trees(platform(), "platform.yaml")
+
+
+@pytest.fixture(scope="module")
+def trees(rendered) -> dict[str, dict[str, dict]]:
     """cluster -> {path in its tree: object}, kustomization.yaml left out."""
     out: dict[str, dict[str, dict]] = {}
-    for path, content in render_trees(platform(), "platform.yaml").synced.items():
+    for path, content in rendered.synced.items():
         cluster, _, rest = path.partition("/")
         if rest != KUSTOMIZATION_FILE:
             out.setdefault(cluster, {})[rest] = yaml.safe_load(content)
@@ -34,8 +42,8 @@ def of_kind(tree: dict[str, dict], kind: str) -> dict[str, dict]:
     return {obj["metadata"]["name"]: obj for obj in tree.values() if obj["kind"] == kind}
 
 
-def test_one_tree_per_cluster_each_with_its_kustomization():
-    synced = render_trees(platform(), "platform.yaml").synced
+def test_one_tree_per_cluster_each_with_its_kustomization(rendered):
+    synced = rendered.synced
     assert {path.partition("/")[0] for path in synced} == {"hub", "flame", "ember"}
     for cluster in ("hub", "flame", "ember"):
         listed = yaml.safe_load(synced[f"{cluster}/{KUSTOMIZATION_FILE}"])["resources"]
@@ -84,10 +92,10 @@ def test_each_worker_gets_its_classes_and_the_groups_that_hold_them(trees):
         assert "admissionChecksStrategy" not in str(of_kind(tree, "ClusterQueue"))
 
 
-def test_a_runtime_is_the_same_on_the_manager_and_on_its_worker():
+def test_a_runtime_is_the_same_on_the_manager_and_on_its_worker(rendered):
     """MultiKueue copies the TrainJob; the worker's Trainer resolves the runtime by name, so both copies must be
     identical (Kueue's documentation)."""
-    synced = render_trees(platform(), "platform.yaml").synced
+    synced = rendered.synced
     for cls, worker in (("gh200", "flame"), ("a100", "ember")):
         path = f"trainer/clustertrainingruntime/torch-{cls}.yaml"
         assert synced[f"hub/{path}"] == synced[f"{worker}/{path}"]
@@ -153,8 +161,6 @@ def expand(application_set: dict) -> list[dict]:
     """The Applications a list generator with goTemplate makes: every {{.key}} of the template replaced by the
     element's value (the only template syntax gpugen writes). A model of Argo CD's ApplicationSet controller; the
     simulation of several clusters will run the real one."""
-    import json
-    import re
     assert application_set["spec"]["goTemplate"] is True
     (generator,) = application_set["spec"]["generators"]
     text = json.dumps(application_set["spec"]["template"])
@@ -163,9 +169,7 @@ def expand(application_set: dict) -> list[dict]:
             for element in generator["list"]["elements"]]
 
 
-def test_the_application_set_gives_each_cluster_its_tree_inside_the_gpugen_project():
-    inventory = platform()
-    rendered = render_trees(inventory, "platform.yaml")
+def test_the_application_set_gives_each_cluster_its_tree_inside_the_gpugen_project(rendered):
     bootstrap = {path: yaml.safe_load(content) for path, content in rendered.bootstrap.items()}
     (application_set,) = [o for o in bootstrap.values() if o["kind"] == "ApplicationSet"]
     assert not [o for o in bootstrap.values() if o["kind"] == "Application"
