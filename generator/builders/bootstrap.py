@@ -19,7 +19,7 @@ gpugen Application still converges through SkipDryRunOnMissingResource and its r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from generator import emit, versions
 from generator.builders import argocd, kueue, rbac
@@ -32,6 +32,7 @@ from generator.inventory.models import Component, Inventory
 from generator.kinds import RBAC, TRAINER, project_whitelist
 
 COMPONENT_LABEL = "gpugen/component"
+Role = Literal["manager", "worker"]
 # The gpugen Application's wave: after every component (components.COMPONENTS gives theirs).
 GPUGEN_WAVE = "10"
 
@@ -52,19 +53,22 @@ def app_version(component: str) -> str:
 
 # ------------------------------------------------------------------ Helm values, one function per chart
 
-def kueue_values(inventory: Inventory) -> dict[str, Any]:
+def kueue_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
     return {
         # The chart's default image is a staging build of the release branch, pulled Always: pin the release.
         "controllerManager": {"manager": {"image": {
             "repository": "registry.k8s.io/kueue/kueue", "tag": app_version("kueue"), "pullPolicy": "IfNotPresent"}}},
-        "managerConfig": {"controllerManagerConfigYaml": emit.to_yaml(kueue.manager_configuration(inventory))},
-        # The chart puts this binding in kube-system, outside the Kueue Application's project: it is rendered in
-        # the gpugen tree instead (rbac.kueue_visibility_auth_reader).
-        "enableVisibilityAuthReaderRoleBinding": False,
+        "managerConfig": {"controllerManagerConfigYaml": emit.to_yaml(
+            kueue.manager_configuration(inventory, multikueue_manager=role == "manager"))},
+        # On one cluster the chart's binding in kube-system, outside the Kueue Application's project, is rendered in
+        # the app-of-apps instead (rbac.kueue_visibility_auth_reader). With several clusters each cluster's Kueue
+        # Application brings the chart's own, and the Kueue project allows kube-system on every cluster: the
+        # app-of-apps syncs to the manager alone.
+        "enableVisibilityAuthReaderRoleBinding": role is not None,
     }
 
 
-def trainer_values(inventory: Inventory) -> dict[str, Any]:
+def trainer_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
     return {
         "image": {"tag": app_version("trainer")},
         # JobSet has its own Application (same namespace and names as the chart's bundled copy).
@@ -78,7 +82,7 @@ def trainer_values(inventory: Inventory) -> dict[str, Any]:
     }
 
 
-def jobset_values(inventory: Inventory) -> dict[str, Any]:
+def jobset_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
     # fullnameOverride as in Trainer's chart: the controller runs as <namespace>:jobset-controller, the identity
     # the policies let through (inventory.naming.controller_identities).
     return {"fullnameOverride": "jobset",
@@ -86,7 +90,7 @@ def jobset_values(inventory: Inventory) -> dict[str, Any]:
                       "pullPolicy": "IfNotPresent"}}
 
 
-def kyverno_values(inventory: Inventory) -> dict[str, Any]:
+def kyverno_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
     # The chart's images default to its appVersion, the pinned Kyverno; the platform's policies are the CEL kinds
     # (policies.kyverno.io/v1), whose CRDs the chart installs.
     admission: dict[str, Any] = {"replicas": 1}
@@ -103,7 +107,8 @@ def kyverno_values(inventory: Inventory) -> dict[str, Any]:
     return {"crds": {"install": True}, "admissionController": admission, "cleanupController": cleanup}
 
 
-# Each component's Helm values: a new component adds its function here.
+# Each component's Helm values: a new component adds its function here. `role`: for one cluster of several, its
+# role there ("manager" or "worker"), with the cluster's own view of the inventory (clusters.worker_view).
 VALUES = {"kyverno": kyverno_values, "jobset": jobset_values, "trainer": trainer_values, "kueue": kueue_values}
 
 
@@ -133,16 +138,20 @@ def app_project(inventory: Inventory, app: str, destinations: list[str], cluster
             "spec": spec}
 
 
-def component_application(inventory: Inventory, name: str, component: Component) -> dict[str, Any]:
+def component_application(inventory: Inventory, name: str, component: Component,
+                          cluster: tuple[str, str, Role] | None = None) -> dict[str, Any]:
+    """The component's Application. `cluster`: for one cluster of several, its (name, server, role), with
+    `inventory` that cluster's view; the Application is then named after the cluster."""
     facts = COMPONENTS[name]
     chart = facts.chart
     gitops = inventory.cluster.gitops
+    app_name, server, role = cluster or (inventory.cluster.name, argocd.IN_CLUSTER, None)
     spec: dict[str, Any] = {
         "project": _project_name(inventory, name),
         "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name,
                    "targetRevision": chart_version(name),
-                   "helm": {"releaseName": facts.release, "valuesObject": VALUES[name](inventory)}},
-        "destination": {"server": argocd.IN_CLUSTER, "namespace": component.namespace},
+                   "helm": {"releaseName": facts.release, "valuesObject": VALUES[name](inventory, role)}},
+        "destination": {"server": server, "namespace": component.namespace},
         "syncPolicy": {
             "automated": {"prune": True, "selfHeal": True},
             # CRDs are too large for client-side apply's last-applied annotation.
@@ -160,7 +169,7 @@ def component_application(inventory: Inventory, name: str, component: Component)
     return {
         "apiVersion": argocd.API_VERSION,
         "kind": "Application",
-        "metadata": _waved(metadata(inventory, f"{inventory.cluster.name}-{name}", namespace=gitops.applicationNamespace,
+        "metadata": _waved(metadata(inventory, f"{app_name}-{name}", namespace=gitops.applicationNamespace,
                                     labels={COMPONENT_LABEL: name}), facts.wave),
         "spec": spec,
     }
@@ -204,7 +213,7 @@ def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
     project = f"{inventory.cluster.name}-bootstrap"
     # The app-of-apps can already make any AppProject, so the binding Kueue needs in kube-system
     # (rbac.kueue_visibility_auth_reader) widens what it may do by nothing.
-    kube_system = inventory.cluster.components.kueue.install
+    kube_system = inventory.cluster.components.kueue.install and not clusters.several(inventory)
     destinations = [gitops.applicationNamespace, *([KUBE_SYSTEM] if kube_system else [])]
     namespaced = [{"group": "argoproj.io", "kind": "Application"}, {"group": "argoproj.io", "kind": "AppProject"},
                   *([{"group": "argoproj.io", "kind": "ApplicationSet"}] if clusters.several(inventory) else []),
@@ -248,8 +257,11 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
 
 
 def _component_objects(inventory: Inventory) -> list[dict[str, Any]]:
-    """Per installed component its chart repository, AppProject and Application; Kueue's kube-system binding."""
+    """Per installed component its chart repository, AppProject and Application (for several clusters one per
+    cluster, each with that cluster's values); on one cluster, Kueue's kube-system binding."""
     objects: list[dict[str, Any]] = []
+    several = clusters.several(inventory)
+    members = cluster_members(inventory) if several else []
     for name, component in components(inventory).items():
         chart = COMPONENTS[name].chart
         if chart_source(inventory, name).oci:
@@ -257,25 +269,39 @@ def _component_objects(inventory: Inventory) -> list[dict[str, Any]]:
         # CreateNamespace=true: Argo CD creates the component's namespace in the sync, under the project's rules;
         # the project allows that one Namespace by name.
         namespace_kind = {"group": "", "kind": "Namespace", "name": component.namespace}
-        objects.append(app_project(inventory, name, [component.namespace], (*chart.cluster_kinds, namespace_kind),
-                                   chart.namespaced_kinds, "-1"))
-        objects.append(component_application(inventory, name, component))
-    # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
-    objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
+        project = app_project(inventory, name, [component.namespace], (*chart.cluster_kinds, namespace_kind),
+                              chart.namespaced_kinds, "-1")
+        objects.append(project)
+        if not several:
+            objects.append(component_application(inventory, name, component))
+            continue
+        # Kueue's chart binds its visibility server in kube-system on each cluster (kueue_values).
+        namespaces = [component.namespace, *([KUBE_SYSTEM] if name == "kueue" else [])]
+        project["spec"]["destinations"] = [{"server": server, "namespace": ns}
+                                           for _, server, _, _ in members for ns in namespaces]
+        for cluster, server, role, view in members:
+            objects.append(component_application(view, name, component, (cluster, server, role)))
+    if not several:
+        # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
+        objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
     return objects
 
 
-def tree_destinations(inventory: Inventory) -> list[tuple[str, str, list[str]]]:
+def cluster_members(inventory: Inventory) -> list[tuple[str, str, Role, Inventory]]:
     """Several clusters: per cluster (the manager first) its name, the server Argo CD reaches it at (Argo CD runs
-    on the manager: in-cluster there), and the namespaces its tree writes to (its research namespaces, and on a
-    worker Kueue's, where MultiKueue's ServiceAccount lives)."""
-    manager = clusters.manager(inventory)
-    out = [(manager, argocd.IN_CLUSTER, research_namespaces(inventory))]
-    kueue_namespace = inventory.cluster.components.kueue.namespace
+    on the manager: in-cluster there), its role, and its view of the inventory."""
+    out: list[tuple[str, str, Role, Inventory]] = [(clusters.manager(inventory), argocd.IN_CLUSTER, "manager", inventory)]
     for worker in clusters.workers(inventory):
-        view = clusters.worker_view(inventory, worker)
-        out.append((worker, inventory.clusters[worker].server, [*research_namespaces(view), kueue_namespace]))
+        out.append((worker, inventory.clusters[worker].server, "worker", clusters.worker_view(inventory, worker)))
     return out
+
+
+def tree_destinations(inventory: Inventory) -> list[tuple[str, str, list[str]]]:
+    """Several clusters: per cluster (cluster_members' order) its name, server, and the namespaces its tree writes
+    to (its research namespaces, and on a worker Kueue's, where MultiKueue's ServiceAccount lives)."""
+    kueue_namespace = inventory.cluster.components.kueue.namespace
+    return [(name, server, [*research_namespaces(view), *([kueue_namespace] if role == "worker" else [])])
+            for name, server, role, view in cluster_members(inventory)]
 
 
 def several_clusters_trees(inventory: Inventory) -> list[dict[str, Any]]:

@@ -184,9 +184,19 @@ CONFIG_API_VERSION = KUEUE_CONFIG.api_version
 FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 
-def manager_configuration(inventory: Inventory) -> dict[str, Any]:
-    """Kueue's Configuration: the chart's defaults for serving and leader election, the platform's job policy."""
+# MultiKueue's dispatcher on a manager: every worker of the group's MultiKueueConfig gets a copy at once, and the
+# first to admit it keeps it. Only the worker with the job's class can admit it (its runtime's nodeSelector matches
+# no other worker's flavor), so the order of the workers does not matter.
+MULTIKUEUE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+
+
+def manager_configuration(inventory: Inventory, multikueue_manager: bool = False) -> dict[str, Any]:
+    """Kueue's Configuration: the chart's defaults for serving and leader election, the platform's job policy;
+    on the manager of several clusters, MultiKueue's settings written out (Kueue's defaults but the timeout)."""
     kueue = inventory.cluster.components.kueue
+    multikueue = {"multiKueue": {"gcInterval": "1m", "origin": "multikueue",
+                                 "workerLostTimeout": kueue.workerLostTimeout,
+                                 "dispatcherName": MULTIKUEUE_DISPATCHER}} if multikueue_manager else {}
     return {
         "apiVersion": CONFIG_API_VERSION,
         "kind": "Configuration",
@@ -215,4 +225,5 @@ def manager_configuration(inventory: Inventory) -> dict[str, Any]:
         "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
         **({"fairSharing": {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)}}
            if inventory.cluster.queueing.fairSharing else {}),
+        **multikueue,
     }

@@ -194,3 +194,49 @@ def test_the_application_set_gives_each_cluster_its_tree_inside_the_gpugen_proje
             assert (obj["apiVersion"].rpartition("/")[0], obj["kind"]) in kinds, obj["kind"]
             if "namespace" in obj["metadata"]:
                 assert (destination["server"], obj["metadata"]["namespace"]) in permitted, (cluster, obj["kind"])
+
+
+def test_each_cluster_gets_every_component_with_its_own_values_inside_the_component_projects(rendered):
+    """One Application per component and cluster, at that cluster's server. Only the manager's Kueue runs MultiKueue
+    (written out, the inventory's timeout included); each cluster's Kueue brings the chart's kube-system binding,
+    which its project allows on every cluster; the app-of-apps itself stays on the manager."""
+    bootstrap = [yaml.safe_load(content) for content in rendered.bootstrap.values()]
+    servers = {"hub": "https://kubernetes.default.svc", "flame": "https://flame.example.org:6443",
+               "ember": "https://ember.example.org:6443"}
+    projects = {o["metadata"]["name"]: o for o in bootstrap if o["kind"] == "AppProject"}
+    components = [o for o in bootstrap if o["kind"] == "Application" and "gpugen/component" in o["metadata"]["labels"]]
+    by_name = {a["metadata"]["name"]: a for a in components}
+    assert set(by_name) == {f"{c}-{k}" for c in servers for k in ("kyverno", "jobset", "trainer", "kueue")}
+    for name, app in by_name.items():
+        cluster, _, component = name.partition("-")
+        assert app["spec"]["destination"]["server"] == servers[cluster]
+        project = projects[app["spec"]["project"]]
+        permitted = {(d["server"], d["namespace"]) for d in project["spec"]["destinations"]}
+        assert (servers[cluster], app["spec"]["destination"]["namespace"]) in permitted
+        if component == "kueue":
+            values = app["spec"]["source"]["helm"]["valuesObject"]
+            configuration = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+            assert values["enableVisibilityAuthReaderRoleBinding"] is True
+            assert (servers[cluster], "kube-system") in permitted
+            if cluster == "hub":
+                assert configuration["multiKueue"] == {
+                    "gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m",
+                    "dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"}
+                assert sorted(configuration["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"]) == [
+                    "nlp-lab", "nlp-lab-teaching", "vision-lab"]
+            else:
+                assert "multiKueue" not in configuration
+    ember = yaml.safe_load(by_name["ember-kueue"]["spec"]["source"]["helm"]["valuesObject"]["managerConfig"]
+                           ["controllerManagerConfigYaml"])
+    assert ember["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["vision-lab"]
+    (root_project,) = [o for o in bootstrap if o["kind"] == "AppProject" and o["metadata"]["name"] == "flame-bootstrap"]
+    assert {d["server"] for d in root_project["spec"]["destinations"]} == {servers["hub"]}
+    assert not [o for o in bootstrap if o["kind"] == "RoleBinding"]
+
+
+def test_the_worker_lost_timeout_is_read_from_the_inventory():
+    data = edited(platform_data(), lambda d: d["cluster"]["components"]["kueue"].update(workerLostTimeout="45s"))
+    bootstrap = [yaml.safe_load(c) for c in render_trees(platform(data), "platform.yaml").bootstrap.values()]
+    (hub,) = [o for o in bootstrap if o["kind"] == "Application" and o["metadata"]["name"] == "hub-kueue"]
+    values = hub["spec"]["source"]["helm"]["valuesObject"]["managerConfig"]["controllerManagerConfigYaml"]
+    assert yaml.safe_load(values)["multiKueue"]["workerLostTimeout"] == "45s"
