@@ -153,3 +153,36 @@ def apply_all(admin: "Client", objects, default_namespace=None):
         if default_namespace and not obj["metadata"].get("namespace") and _namespaced(admin, obj):
             obj = {**obj, "metadata": {**obj["metadata"], "namespace": default_namespace}}
         admin.apply(obj)
+
+
+class SyncApi:
+    """The calls argo_sync.ArgoSync makes, as the admin of `kube` (Argo CD's controller is cluster-admin)."""
+
+    def __init__(self, kube: vs.Kube):
+        self.kube = kube
+
+    def _get(self, url):
+        """GET, retried while the API server answers 429 (a new CRD's storage is still initialising)."""
+        deadline = time.monotonic() + 60
+        while True:
+            r = self.kube.http.get(url, timeout=30)
+            if r.status_code != 429 or time.monotonic() > deadline:
+                return r
+            time.sleep(float(r.headers.get("Retry-After", "1")))
+
+    def get(self, api_version, kind, name, namespace=None):
+        r = self._get(self.kube.resource_url(api_version, kind, namespace, name))
+        return None if r.status_code == 404 else r.json()
+
+    def list(self, api_version, kind, namespace=None):
+        r = self._get(self.kube.resource_url(api_version, kind, namespace))
+        assert r.ok, vs.message(r)
+        return r.json()["items"]  # without apiVersion and kind, as the API server lists them: ArgoSync adds them
+
+    def apply(self, obj):
+        return self.kube.apply(obj, dry_run=False)
+
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
+        r = self.kube.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
+                                  json={"propagationPolicy": propagation}, timeout=60)
+        assert r.status_code in (200, 202, 404), vs.message(r)

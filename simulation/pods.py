@@ -92,6 +92,9 @@ def _localize_configuration(doc: dict, ip: str, ports: dict[str, int] | None = N
             doc[section][key] = _listeners(str(doc[section][key]), ip)
         elif port:
             doc.setdefault(section, {})[key] = f"{ip}:{port}"
+    if str(doc.get("apiVersion", "")).startswith("config.kueue.x-k8s.io/"):
+        # Kueue's visibility API server listens on all interfaces unless told its address.
+        doc.setdefault("visibilityServer", {})["bindAddress"] = ip
     return doc
 
 
@@ -146,7 +149,7 @@ class PodRuntime:
 
     def __init__(self, admin: Client, plane, work: pathlib.Path, namespaces: list[str],
                  containers: dict[str, Container], not_run: dict[str, str], procs: Processes, netns, log=print,
-                 images: dict[str, pathlib.Path] | None = None):
+                 images: dict[str, pathlib.Path] | None = None, first_ip: int = 10):
         self.admin, self.plane, self.work, self.netns = admin, plane, work, netns
         self.namespaces, self.containers, self.not_run = namespaces, containers, not_run
         # Image repository -> binary, for pods that are not a Deployment's (the charts' hook Jobs).
@@ -155,7 +158,8 @@ class PodRuntime:
         self.pods: dict[str, RunningPod] = {}
         self.skipped: set[str] = set()
         self.errors: list[str] = []
-        self._next_ip = 10
+        # The pods' addresses: POD_NETWORK[first_ip] onwards (several clusters share one network namespace).
+        self._next_ip = first_ip
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="pod-runtime", daemon=True)
         self._server_port = plane.kube.server.rsplit(":", 1)[1]

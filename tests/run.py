@@ -1,7 +1,7 @@
 """`make test`: every tier, in two pytest processes side by side.
 
-The tests on the simulated FLAME (tests/journeys and tests/simulation/test_live_admission.py) spend most of their
-time waiting on its controllers (Argo CD's waves and syncs, Kueue's admissions), while the other tiers compute.
+The tests on the simulated FLAME (tests/journeys and tests/simulation/test_live_admission.py), with the several
+simulated clusters of tests/clusters in the same process, spend most of their time waiting on their controllers (Argo CD's waves and syncs, Kueue's admissions), while the other tiers compute.
 Run one after the other they add up; side by side they overlap. Side by side at equal priority the FLAME was the
 longer half, so the other tiers run at a lower CPU priority (nice 5): on a 2-core machine its controllers get the
 cores first, and the two halves end at about the same time (at nice 10 the other tiers became the longer half).
@@ -22,7 +22,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # In this order: the monitoring checks add up what every journey ran.
-FLAME_TIERS = ["tests/journeys", "tests/simulation/test_live_admission.py", "tests/simulation/test_monitoring_live.py"]
+# tests/clusters (several simulated clusters, no FLAME) runs in this process while the FLAME starts in the background
+# (tests/conftest.py runs the FLAME's tests last).
+FLAME_TIERS = ["tests/journeys", "tests/simulation/test_live_admission.py", "tests/simulation/test_monitoring_live.py",
+               "tests/clusters"]
 OTHER_TIERS_NICE = 5
 
 

@@ -31,6 +31,7 @@ from generator.inventory import load_inventory
 from generator.inventory.naming import runtime_name
 
 from simulation.control_plane import issue_certificate, write_kubeconfig
+from simulation.kube import SyncApi
 from simulation.upstream import REPO, Kube, load_one, manifest_files, message, rel, rendered_dir, unavailable
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
@@ -376,30 +377,6 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
 
 
 # ---------------------------------------------------------------- a group leaves: Argo CD keeps its Namespace
-
-class SyncApi:
-    """The calls argo_sync.ArgoSync makes, as the admin (Argo CD's controller is cluster-admin)."""
-
-    def __init__(self, kube: Kube):
-        self.kube = kube
-
-    def get(self, api_version, kind, name, namespace=None):
-        r = self.kube.http.get(self.kube.resource_url(api_version, kind, namespace, name), timeout=30)
-        return None if r.status_code == 404 else r.json()
-
-    def list(self, api_version, kind, namespace=None):
-        r = self.kube.http.get(self.kube.resource_url(api_version, kind, namespace), timeout=30)
-        assert r.ok, message(r)
-        return r.json()["items"]  # without apiVersion and kind, as the API server lists them: ArgoSync adds them
-
-    def apply(self, obj):
-        return self.kube.apply(obj, dry_run=False)
-
-    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
-        r = self.kube.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
-                                  json={"propagationPolicy": propagation}, timeout=60)
-        assert r.status_code in (200, 202, 404), message(r)
-
 
 def test_a_group_leaving_keeps_its_namespace_and_loses_its_binding(cluster, applied_tree, inventory):
     """Synced in Argo CD's order (waves, PruneLast, waiting on pruned objects): the leaving group's Namespace

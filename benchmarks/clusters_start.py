@@ -1,0 +1,120 @@
+"""How long the simulated platform of several clusters takes to come up, and how much memory it holds.
+
+Starts simulation/several_clusters.py (a manager and two workers: tests/support/inventories.platform_data())
+from an empty directory `--runs` times. While it starts, and for `--hold` seconds after (its controllers settle),
+it samples every 0.5 s the resident memory (RSS, from /proc) of every process it started, and prints per run the
+harness's phases, the peak of the sum over all processes, and that peak per kind of process (etcd,
+kube-apiserver, kueue, ...). The processes it starts are stopped by it, also on Ctrl-C.
+
+    .venv/bin/python -m benchmarks.clusters_start [--runs N] [--hold SECONDS] [--work DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+from simulation import several_clusters  # noqa: E402
+from tests.support.inventories import platform_data, to_text  # noqa: E402
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def descendants(root: int) -> list[int]:
+    """Every live descendant of `root` (from /proc's parent links)."""
+    children = collections.defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = pathlib.Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children[int(fields[1])].append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def sample() -> dict[str, float]:
+    """Process name -> summed RSS in MB (10^6 bytes) over this process's descendants."""
+    out: dict[str, float] = collections.defaultdict(float)
+    for pid in descendants(os.getpid()):
+        try:
+            name = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+            resident = int(pathlib.Path(f"/proc/{pid}/statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        out[name.split("-v")[0].rstrip("-")] += resident * PAGE / 1e6
+    return out
+
+
+class Sampler(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak_total = 0.0
+        self.peak_by_name: dict[str, float] = collections.defaultdict(float)
+        self._done = threading.Event()
+
+    def run(self):
+        while not self._done.is_set():
+            by_name = sample()
+            self.peak_total = max(self.peak_total, sum(by_name.values()))
+            for name, mb in by_name.items():
+                self.peak_by_name[name] = max(self.peak_by_name[name], mb)
+            self._done.wait(0.5)
+
+    def finish(self):
+        self._done.set()
+        self.join()
+
+
+def one_run(work: pathlib.Path, hold: float) -> tuple[dict[str, float], float, dict[str, float]]:
+    inventory_file = work / "platform.yaml"
+    inventory_file.write_text(to_text(platform_data()))
+    sampler = Sampler()
+    sampler.start()
+    platform = None
+    try:
+        platform = several_clusters.start_clusters(work / "run", inventory_file, log=lambda line: None)
+        time.sleep(hold)
+    finally:
+        sampler.finish()
+        if platform is not None:
+            platform.stop()
+    return platform.timings, sampler.peak_total, dict(sampler.peak_by_name)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--hold", type=float, default=30.0, help="seconds to keep sampling once started")
+    parser.add_argument("--work", type=pathlib.Path, default=None)
+    args = parser.parse_args(argv)
+    starts, peaks = [], []
+    for run in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="gpugen-clusters-", dir=args.work) as tmp:
+            timings, peak, by_name = one_run(pathlib.Path(tmp), args.hold)
+        starts.append(timings["connected"])
+        peaks.append(peak)
+        print(f"run {run + 1}: " + ", ".join(f"{k} at {v:.1f}s" for k, v in timings.items())
+              + f"; peak RSS {peak / 1000:.2f} GB")
+        print("  peak RSS by process (MB, summed over its copies): " + ", ".join(
+            f"{name} {mb:.0f}" for name, mb in sorted(by_name.items(), key=lambda kv: -kv[1]) if mb >= 10))
+    print(f"start (MultiKueue connected): median {statistics.median(starts):.1f}s over {args.runs} runs; "
+          f"peak RSS median {statistics.median(peaks) / 1000:.2f} GB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
