@@ -31,7 +31,8 @@ MAX_CEL_CHARACTERS = 1_000_000
 MAX_FILE_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 # Each generated object is one file; a tree far beyond the national scale (benchmarks/) is a mistake, and
-# its size in memory would break the render's 500 MB bound before the file system's limits.
+# its size in memory would break the render's 500 MB bound before the file system's limits. With several
+# clusters the bound holds for each cluster's tree (benchmarks/clusters_render.py measures the memory of all).
 MAX_OBJECTS = 40_000
 
 # Kubernetes' name syntax (apimachinery's validation), as patterns for the inventory schema and as checks here.

@@ -371,3 +371,84 @@ def format_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT - 512) -> str:
     shown = _fit(risks, budget)
     shown.append(f"- _... and {len(risks) - len(shown)} more risk(s)_")
     return assemble(shown, [], note)
+
+
+# ------------------------------------------------------------------ several clusters (docs/multi-cluster.md)
+
+@dataclass(frozen=True)
+class ClassMove:
+    gpu_class: str
+    old: str  # the worker that ran it at the base ("" when new)
+    new: str  # the worker that runs it now ("" when removed)
+
+
+@dataclass
+class ClusterPlans:
+    """A render of several clusters against its base: one Plan per cluster, and the classes that change worker."""
+
+    plans: dict[str, Plan]
+    moves: list[ClassMove]
+
+
+def cluster_trees(files: Files) -> dict[str, Files]:
+    """A tree of several clusters split by cluster ({cluster: {path in its tree: bytes}}); {} for a tree of one
+    cluster. Each cluster's tree is a folder with its own kustomization.yaml."""
+    names = {path.partition("/")[0] for path in files if path.count("/") == 1 and path.endswith("/" + KUSTOMIZATION_FILE)}
+    out: dict[str, Files] = {name: {} for name in sorted(names)}
+    for path, content in files.items():
+        cluster, _, rest = path.partition("/")
+        if cluster in out:
+            out[cluster][rest] = content
+    return out
+
+
+def _worker_classes(objects: dict[Key, dict]) -> set[str] | None:
+    """The GPU classes a worker's tree runs (its flavors' classes); None for the manager (MultiKueue's clusters)."""
+    if any(kind == "MultiKueueCluster" for kind, _, _ in objects):
+        return None
+    return set(_flavor_classes(objects).values())
+
+
+def make_cluster_plans(base_files: Files, new_files: Files) -> ClusterPlans:
+    """Per cluster of either render its plan (a cluster only one of them has: everything added, or removed), and
+    the classes whose worker changes. A base of one cluster counts as no cluster: all is added."""
+    base, new = cluster_trees(base_files), cluster_trees(new_files)
+    plans = {name: make_plan(base.get(name, {}), new.get(name, {})) for name in sorted(base.keys() | new.keys())}
+
+    def placement(trees: dict[str, Files]) -> dict[str, str]:
+        where = {}
+        for name, files in trees.items():
+            for gpu_class in _worker_classes(objects_of(files)) or ():
+                where[gpu_class] = name
+        return where
+    old, now = placement(base), placement(new)
+    moves = [ClassMove(c, old.get(c, ""), now.get(c, "")) for c in sorted(old.keys() | now.keys())
+             if old.get(c) and now.get(c) and old[c] != now[c]]
+    return ClusterPlans(plans, moves)
+
+
+def _move(move: ClassMove) -> str:
+    return (f"class {move.gpu_class} moves from {move.old} to {move.new}: its jobs on {move.old} run to the end "
+            f"there; new jobs go to {move.new} once both clusters have synced")
+
+
+def format_cluster_text(result: ClusterPlans) -> str:
+    counts = "; ".join(f"{name}: {_counts(plan)}" for name, plan in result.plans.items())
+    lines = [f"Plan for {len(result.plans)} clusters: {counts}"]
+    if result.moves:
+        lines += ["", "MOVES"] + [f"  ! {_move(move)}" for move in result.moves]
+    for name, plan in result.plans.items():
+        lines += ["", f"=== cluster {name}", format_text(plan).rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def format_cluster_markdown(result: ClusterPlans, limit: int = GITHUB_COMMENT_LIMIT - 512) -> str:
+    """One comment: the moves, then each cluster's plan (format_markdown) in an equal share of the limit."""
+    head = ["### gpugen plan, several clusters", ""]
+    if result.moves:
+        head += ["#### :warning: Classes that move between clusters", "",
+                 *(f"- **{move.gpu_class}**: {_move(move)}" for move in result.moves), ""]
+    share = (limit - len("\n".join(head)) - 64 * len(result.plans)) // max(1, len(result.plans))
+    body = [format_markdown(plan, share).replace("### gpugen plan", f"#### cluster `{name}`", 1)
+            for name, plan in result.plans.items()]
+    return "\n".join(head) + "\n" + "\n".join(body)

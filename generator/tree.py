@@ -70,9 +70,9 @@ def _cluster_trees(inventory: Inventory, source: str, over_limits: list[tuple[st
     """Several clusters: <cluster>/ per cluster, each with its own kustomization.yaml (Argo CD syncs each to its
     cluster)."""
     by_cluster = cluster_synced_objects(inventory)
-    _too_many(sum(len(objects) for objects in by_cluster.values()))
     synced: Files = {}
     for name, objects in by_cluster.items():
+        _too_many(len(objects))  # per tree: each is one Application's directory
         files = _files(objects, source, over_limits)
         files[KUSTOMIZATION_FILE] = kustomization(list(files), source)
         synced.update((f"{name}/{path}", content) for path, content in files.items())

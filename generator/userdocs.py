@@ -14,7 +14,7 @@ from string import Template
 
 from generator.builders import grafana
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
-from generator.inventory import duration
+from generator.inventory import clusters, duration
 from generator.inventory.models import GpuClass, Inventory
 from generator.inventory.naming import (allowed_priorities, default_priority, flavor_name, reachable, runtime_name,
                                         walltime_seconds)
@@ -71,6 +71,7 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         for class_name, allocation in sorted(group.allocations.items())
     ]
     queueing = inventory.cluster.queueing
+    several = clusters.several(inventory)
     group_rows = []
     limit_rows = []
     gpu_reach = reachable(inventory, "gpus")
@@ -110,14 +111,30 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         cluster=inventory.cluster.name.upper(),
         local_queue=DEFAULT_LOCAL_QUEUE,
         runtime_list=", ".join(f"`{runtime_name(name)}`" for name, _ in classes),
-        runtime_rows="\n".join(f"| `{runtime_name(name)}` | `{name}` | `{c.arch}` | `{c.image}` | "
-                               f"{c.nodes} × {c.perNode.gpus} |" for name, c in classes),
+        where_jobs_run=_where_jobs_run(inventory),
+        runtime_table_head=("| runtime | GPU class | runs on cluster | CPU architecture | default image | nodes × GPUs |"
+                            "\n|---|---|---|---|---|---|") if several else
+                           ("| runtime | GPU class | CPU architecture | default image | nodes × GPUs |"
+                            "\n|---|---|---|---|---|"),
+        runtime_rows="\n".join(f"| `{runtime_name(name)}` | `{name}` |{f' `{c.cluster}` |' if several else ''} "
+                               f"`{c.arch}` | `{c.image}` | {c.nodes} × {c.perNode.gpus} |" for name, c in classes),
         runtime_sections="\n".join(_runtime_section(inventory, name, gpu_class) for name, gpu_class in classes),
         allocation_rows="\n".join(allocation_rows),
         platforms=", ".join(f"`linux/{c.arch}` for `{runtime_name(name)}`" for name, c in classes),
         image_reading=_image_reading(inventory, classes),
         dashboards=_dashboards(inventory),
     )
+
+
+def _where_jobs_run(inventory: Inventory) -> str:
+    """With several clusters: where to submit, and where a job runs (the cluster with its runtime's class)."""
+    if not clusters.several(inventory):
+        return ""
+    workers = clusters.workers(inventory)
+    return (f"\n**One platform, {len(workers) + 1} clusters.** Submit, list and delete your jobs on the "
+            f"`{clusters.manager(inventory)}` cluster, as everywhere on this page. Each GPU class lives in one of the "
+            f"clusters {', '.join(f'`{w}`' for w in workers)} (the table below): the job runs there, and its status "
+            "shows where you submitted it. On those clusters you may read your jobs, not create them.\n")
 
 
 def _dashboards(inventory: Inventory) -> str:

@@ -64,14 +64,15 @@ class Member:
     nodes: list[str]
     stopped: bool = False
 
-    def stop(self):
+    def stop(self, grace: float = 15):
+        """Every process of the cluster, newest first (`grace`: seconds each may take to exit before SIGKILL)."""
         if self.stopped:
             return
         self.stopped = True
         try:
             self.pods.stop()
         finally:
-            self.procs.stop()
+            self.procs.stop(grace)
 
     def check_running(self):
         if not self.stopped:
@@ -93,8 +94,8 @@ class Platform:
         return next(m for m in self.members.values() if m.role == "manager")
 
     def stop_cluster(self, name: str):
-        """The cluster's API server and everything else of it go away, as when a site is cut off."""
-        self.members[name].stop()
+        """The cluster goes away at once, as when a site is cut off: every process of it killed."""
+        self.members[name].stop(grace=0)
 
     def check_running(self):
         for member in self.members.values():

@@ -1,7 +1,7 @@
 """Several clusters from one inventory, running (docs/multi-cluster.md): a manager `hub` and the workers `flame`
 (GH200) and `ember` (A100, where only vision-lab holds GPUs), each its own etcd, kube-apiserver, scheduler, KWOK
 nodes and the controllers its component Applications install (simulation/several_clusters.py). The inventory is
-tests/support/inventories.platform_data() with MultiKueue's workerLostTimeout at 30 s.
+tests/support/inventories.platform_data() with MultiKueue's workerLostTimeout at 15 s.
 
 A researcher uses the kubeflow SDK against the manager only, as on FLAME: `runtime="torch-<class>"` is the whole
 choice. Every verdict is read from the component on the other side: the manager's Kueue (Workloads, their
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.tools
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 KUEUE = "kueue.x-k8s.io/v1beta2"
-WORKER_LOST_TIMEOUT = 30
+WORKER_LOST_TIMEOUT = 15
 TIMEOUT = 120
 # KWOK ends a Job's pod after this annotation's delay: a job still running when its worker goes away.
 LONG_RUN = {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}
@@ -99,17 +99,20 @@ def check_state(wl: dict | None) -> dict:
     return check
 
 
-def watch_trainjob(platform, namespace: str, name: str, until, what: str, timeout: float = TIMEOUT) -> set[str]:
-    """Poll until `until(manager's TrainJob)`; returns the clusters where a copy of the TrainJob was seen
-    (workers that are stopped are not asked)."""
-    seen: set[str] = set()
+def watch_trainjobs(platform, namespaced_names: list[tuple[str, str]], until, what: str,
+                    timeout: float = TIMEOUT) -> dict[str, set[str]]:
+    """Poll until `until(manager's TrainJob)` holds for each; returns per job the workers where a copy of it was
+    seen meanwhile (stopped workers are not asked)."""
+    seen: dict[str, set[str]] = {name: set() for _, name in namespaced_names}
 
     def done():
         platform.check_running()
-        for name_, member in platform.members.items():
-            if member.role == "worker" and not member.stopped and member.admin.get(*TRAINJOB, name, namespace):
-                seen.add(name_)
-        return until(platform.manager.admin.get(*TRAINJOB, name, namespace))
+        for member_name, member in platform.members.items():
+            if member.role == "worker" and not member.stopped:
+                for namespace, name in namespaced_names:
+                    if member.admin.get(*TRAINJOB, name, namespace):
+                        seen[name].add(member_name)
+        return all(until(platform.manager.admin.get(*TRAINJOB, name, namespace)) for namespace, name in namespaced_names)
     poll(done, timeout, what, interval=0.5)
     return seen
 
@@ -126,27 +129,33 @@ def test_every_worker_is_connected_and_the_manager_queues_are_active(platform):
     assert {m["metadata"]["name"] for m in admin.list(KUEUE, "MultiKueueCluster")} == {"flame", "ember"}
 
 
-@pytest.mark.parametrize("group, runtime, worker", [
+# (group, runtime, the worker that must run it)
+PLACEMENTS = [
     ("vision-lab", "torch-a100", "ember"),   # a class only worker 2 has, for a group with GPUs on both workers
     ("vision-lab", "torch-gh200", "flame"),  # the same group's other class goes to worker 1
     ("nlp-lab", "torch-gh200", "flame"),     # a group with GPUs on worker 1 only
-])
-def test_a_trainjob_on_the_manager_runs_on_the_worker_of_its_class_and_completes_there(platform, group, runtime,
-                                                                                      worker):
-    namespace, name = train(platform, group, runtime)
+]
+
+
+def test_a_trainjob_on_the_manager_runs_on_the_worker_of_its_class_and_completes_there(platform):
+    """The three jobs are submitted together (each fits its group's quota) and each is followed to the end."""
     manager = platform.manager.admin
-    stored = manager.get(*TRAINJOB, name, namespace)
-    # Kueue's webhook on the manager hands the job to MultiKueue: the manager's Trainer leaves it alone.
-    assert stored["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue", stored["spec"]
-    seen = watch_trainjob(platform, namespace, name, complete, f"TrainJob {namespace}/{name} Complete on the manager")
-    wl = workload(manager, namespace, name)
-    assert conditions(wl)["Finished"]["status"] == "True", conditions(wl)
-    assert check_state(wl)["state"] == "Ready" and f'admitted on "{worker}"' in check_state(wl)["message"], wl["status"]
-    assert wl["status"]["clusterName"] == worker
-    assert seen <= {worker}, f"a copy of the TrainJob was seen on {seen}, expected only {worker}"
-    # The manager ran nothing: no JobSet, no pod of the job.
-    assert not [js for js in manager.list(*JOBSET, namespace) if js["metadata"]["name"] == name]
-    assert not manager.list("v1", "Pod", namespace)
+    submitted = [(train(platform, group, runtime), worker) for group, runtime, worker in PLACEMENTS]
+    for (namespace, name), worker in submitted:
+        stored = manager.get(*TRAINJOB, name, namespace)
+        # Kueue's webhook on the manager hands the job to MultiKueue: the manager's Trainer leaves it alone.
+        assert stored["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue", stored["spec"]
+    seen = watch_trainjobs(platform, [job for job, _ in submitted], complete, "every TrainJob Complete on the manager")
+    for (namespace, name), worker in submitted:
+        wl = workload(manager, namespace, name)
+        assert conditions(wl)["Finished"]["status"] == "True", conditions(wl)
+        assert check_state(wl)["state"] == "Ready" and f'admitted on "{worker}"' in check_state(wl)["message"], \
+            wl["status"]
+        assert wl["status"]["clusterName"] == worker
+        assert seen[name] <= {worker}, f"{name}: a copy of the TrainJob was seen on {seen[name]}, expected only {worker}"
+        # The manager ran nothing: no JobSet, no pod of the job.
+        assert not [js for js in manager.list(*JOBSET, namespace) if js["metadata"]["name"] == name]
+        assert not manager.list("v1", "Pod", namespace)
 
 
 def test_a_researcher_who_goes_to_a_worker_directly_is_refused(platform, tmp_path):
@@ -173,13 +182,13 @@ def test_when_worker_2_stops_its_jobs_keep_their_quota_until_the_timeout_then_ar
     connected."""
     namespace, name = train(platform, "vision-lab", "torch-a100", [long_running()])
     manager = platform.manager.admin
-    watch_trainjob(platform, namespace, name, lambda tj: check_state(workload(manager, namespace, name)).get("state")
-                   == "Ready" and conditions(workload(manager, namespace, name)).get("PodsReady", {}).get("status")
-                   == "True", f"TrainJob {namespace}/{name} running on ember")
+    watch_trainjobs(platform, [(namespace, name)], lambda tj: check_state(workload(manager, namespace, name)).get(
+        "state") == "Ready" and conditions(workload(manager, namespace, name)).get("PodsReady", {}).get("status")
+        == "True", f"TrainJob {namespace}/{name} running on ember")
     assert workload(manager, namespace, name)["status"]["clusterName"] == "ember"
 
-    platform.stop_cluster("ember")
     stopped = time.monotonic()
+    platform.stop_cluster("ember")
     poll(lambda: conditions(manager.get(KUEUE, "MultiKueueCluster", "ember"))["Active"]["status"] == "False",
          TIMEOUT, "MultiKueueCluster ember inactive")
     inactive_after = time.monotonic() - stopped

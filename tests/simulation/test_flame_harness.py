@@ -104,7 +104,7 @@ def chart_configurations():
 
 def test_configurations_change_only_their_listeners(chart_configurations):
     """Kueue's, Trainer's and JobSet's Configuration as the pod runtime writes them: the webhook, probe and metrics
-    listeners on the pod's IP with their ports; every other field (certificates and cert management included) as
+    listeners (and Kueue's visibility server) on the pod's IP with their ports; every other field (certificates and cert management included) as
     the chart has it."""
     import copy
     from simulation.pods import _localize_configuration
@@ -118,7 +118,12 @@ def test_configurations_change_only_their_listeners(chart_configurations):
             port = str(doc[section][key]).rsplit(":", 1)[1] if key in (doc.get(section) or {}) else \
                 {"health": "8081", "metrics": "8443"}[section]
             assert local[section][key] == f"{ip}:{port}", (name, local[section])
-        strip = lambda d: {k: v for k, v in d.items() if k not in ("webhook", "health", "metrics")}  # noqa: E731
+        listeners = ("webhook", "health", "metrics")
+        if doc["apiVersion"].startswith("config.kueue.x-k8s.io/"):
+            # Kueue's visibility API server, on all interfaces by default.
+            assert local["visibilityServer"] == {**doc.get("visibilityServer", {}), "bindAddress": ip}, name
+            listeners += ("visibilityServer",)
+        strip = lambda d: {k: v for k, v in d.items() if k not in listeners}  # noqa: E731
         assert strip(local) == strip(doc), name
         for section in ("health", "metrics"):
             keep = lambda d: {k: v for k, v in (d.get(section) or {}).items()  # noqa: E731

@@ -1,6 +1,7 @@
 """Synthetic gpugen inventories at national-platform scale: N GPU classes x M research groups x K namespaces.
 
     python -m tests.support.synth --classes 64 --groups 2000 --namespaces 3 -o /tmp/inventory.yaml
+    python -m tests.support.synth ... --clusters 8 -o /tmp/inventory.yaml   # the classes spread over 8 workers
 
 Deterministic for a given (classes, groups, namespaces, seed). What makes it realistic rather than just big:
 
@@ -12,7 +13,9 @@ Deterministic for a given (classes, groups, namespaces, seed). What makes it rea
   of research, and every eighth group stands alone (no cohort, hence no limits);
 - each class gets just enough nodes for the quotas held on it plus headroom (default 25 %), so the quotas FIT
   capacity. The generator checks that itself and refuses to write an oversubscribed inventory
-  (a low --headroom such as 0.5 shows the refusal); gpugen's own rules check it again when rendering.
+  (a low --headroom such as 0.5 shows the refusal); gpugen's own rules check it again when rendering;
+- with --clusters N (docs/multi-cluster.md): a manager `hub` and N workers `site-1`..`site-N`, the classes
+  spread over the workers in consecutive blocks (class i on worker i*N // classes + 1).
 """
 
 from __future__ import annotations
@@ -165,6 +168,19 @@ def build(classes: int, groups: int, namespaces: int, seed: int = 7, headroom: f
     return {"cluster": cluster_section(), "classes": class_entries, "groups": group_entries}
 
 
+def spread(inventory: dict, clusters: int) -> dict:
+    """The inventory over a manager and `clusters` workers, each worker running a consecutive block of classes."""
+    names = list(inventory["classes"])
+    if not 1 <= clusters <= len(names):
+        raise ValueError(f"--clusters must be between 1 and the number of classes ({len(names)})")
+    workers = [f"site-{i + 1}" for i in range(clusters)]
+    members = {"hub": {"role": "manager", "server": "https://hub.example.org:6443"}}
+    members.update({w: {"role": "worker", "server": f"https://{w}.example.org:6443"} for w in workers})
+    classes = {name: {**entry, "cluster": workers[i * clusters // len(names)]}
+               for i, (name, entry) in enumerate(inventory["classes"].items())}
+    return {"cluster": inventory["cluster"], "clusters": members, "classes": classes, "groups": inventory["groups"]}
+
+
 def to_yaml(inventory: dict) -> str:
     # PyYAML emits YAML 1.1 and quotes whatever a 1.1 reader would not read back as a string.
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -172,8 +188,12 @@ def to_yaml(inventory: dict) -> str:
     return head + yaml.dump(inventory, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1 << 16)
 
 
-def write(path: Path, classes: int, groups: int, namespaces: int, seed: int = 7, headroom: float = 1.25) -> Path:
-    path.write_text(to_yaml(build(classes, groups, namespaces, seed, headroom)), encoding="utf-8")
+def write(path: Path, classes: int, groups: int, namespaces: int, seed: int = 7, headroom: float = 1.25,
+          clusters: int = 0) -> Path:
+    inventory = build(classes, groups, namespaces, seed, headroom)
+    if clusters:
+        inventory = spread(inventory, clusters)
+    path.write_text(to_yaml(inventory), encoding="utf-8")
     return path
 
 
@@ -185,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--headroom", type=float, default=1.25,
                         help="nodes per class = ceil(GPUs held x headroom / GPUs per node); quotas that do not fit are refused")
+    parser.add_argument("--clusters", type=int, default=0, help="spread the classes over this many workers")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
-        write(args.output, args.classes, args.groups, args.namespaces, args.seed, args.headroom)
-    except Oversubscribed as refused:
+        write(args.output, args.classes, args.groups, args.namespaces, args.seed, args.headroom, args.clusters)
+    except (Oversubscribed, ValueError) as refused:
         print(f"refused: {refused}", file=sys.stderr)
         return 2
     print(f"{args.output}: {args.classes} classes x {args.groups} groups x {args.namespaces} namespaces")

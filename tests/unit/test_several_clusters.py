@@ -240,3 +240,44 @@ def test_the_worker_lost_timeout_is_read_from_the_inventory():
     (hub,) = [o for o in bootstrap if o["kind"] == "Application" and o["metadata"]["name"] == "hub-kueue"]
     values = hub["spec"]["source"]["helm"]["valuesObject"]["managerConfig"]["controllerManagerConfigYaml"]
     assert yaml.safe_load(values)["multiKueue"]["workerLostTimeout"] == "45s"
+
+
+def test_the_users_page_is_one_page_naming_where_each_runtime_runs(rendered):
+    """One page for the whole platform: each runtime with the cluster of its class, and where to submit. The
+    researcher's choice stays the runtime."""
+    page = rendered.docs.decode()
+    assert "| runtime | GPU class | runs on cluster | CPU architecture | default image | nodes × GPUs |" in page
+    rows = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in page.splitlines()
+            if line.startswith("| `torch-")}
+    assert rows == {"`torch-a100`": "`ember`", "`torch-gh200`": "`flame`"}
+    assert "Submit, list and delete your jobs on the `hub` cluster" in page
+    assert "clusters `flame`, `ember`" in page
+
+
+def test_plan_shows_each_cluster_and_names_a_class_that_moves_between_clusters(rendered):
+    """A100s moved from ember to flame: the plan per cluster (ember loses its flavor, flame gains it, the manager's
+    queues are unchanged) and the move named, with what happens to running jobs."""
+    from generator.plan import format_cluster_markdown, format_cluster_text, make_cluster_plans
+
+    def moved(data):
+        data["classes"]["a100"]["cluster"] = "flame"
+    data = edited(platform_data(), moved)
+    data["classes"]["h100"] = {**data["classes"]["a100"], "cluster": "ember",
+                               "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+    data["groups"]["vision-lab"]["allocations"]["h100"] = {"gpus": 4, "cpu": 32, "memory": "256G"}
+    after = render_trees(platform(data), "platform.yaml").synced
+    result = make_cluster_plans(rendered.synced, after)
+    assert list(result.plans) == ["ember", "flame", "hub"]
+    assert [(m.gpu_class, m.old, m.new) for m in result.moves] == [("a100", "ember", "flame")]
+    flavors = lambda cluster: {(c.key[2], c.action) for c in result.plans[cluster].changes if c.key[0] == "ResourceFlavor"}  # noqa: E731
+    assert flavors("ember") == {("a100", "removed"), ("h100", "added")}
+    assert flavors("flame") == {("a100", "added")}
+    assert flavors("hub") == {("h100", "added")}
+    text = format_cluster_text(result)
+    assert "class a100 moves from ember to flame: its jobs on ember run to the end there" in text
+    assert "=== cluster ember" in text and "=== cluster hub" in text
+    markdown = format_cluster_markdown(result)
+    assert "**a100**: class a100 moves from ember to flame" in markdown
+    assert "#### cluster `flame`" in markdown and len(markdown) < 65_536
+    unchanged = make_cluster_plans(rendered.synced, rendered.synced)
+    assert not unchanged.moves and not any(p.changes for p in unchanged.plans.values())

@@ -1,0 +1,89 @@
+"""The render of a national-scale platform spread over several clusters, against the single-cluster targets.
+
+The synthetic inventory (tests/support/synth.py, 64 classes x 2,000 groups x 3 namespaces by default) is rendered
+twice over: as one cluster through `python -m generator render`, and spread over a manager and `--clusters`
+workers through the same use case (`generator.usecases.render`, which the CLI does not offer for several clusters
+yet: docs/multi-cluster.md) in a process of its own. Per run: wall time and peak RSS of the whole process (os.wait4,
+benchmarks/run.py; the disk settled before each), the files written, and a no-op re-render, which must write
+nothing.
+
+    .venv/bin/python -m benchmarks.clusters_render [--clusters 8] [--classes 64] [--groups 2000] [--reps 3]
+                                                  [--work /dev/shm]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.run import PYTHON, REPO, Renderer, run, settle, snapshot, spread, touched
+from tests.support import synth
+
+# The several-clusters render in a child process: the same use case as `gpugen render`, its outputs in `work`.
+CHILD = """
+import sys
+from pathlib import Path
+from generator.usecases import Outputs, render
+work = Path(sys.argv[2])
+render(Path(sys.argv[1]), Outputs(work / "out", work / "bootstrap-out", work / "runtimes.md"), several_clusters=True)
+"""
+
+
+def several(inventory: Path, work: Path):
+    return run([PYTHON, "-c", CHILD, str(inventory), str(work)], cwd=REPO)
+
+
+def outputs(work: Path) -> list[Path]:
+    return [work / "out", work / "bootstrap-out", work / "runtimes.md"]
+
+
+def files(work: Path) -> int:
+    return sum(1 for root in outputs(work)[:2] for p in root.rglob("*.yaml"))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clusters", type=int, default=8)
+    parser.add_argument("--classes", type=int, default=64)
+    parser.add_argument("--groups", type=int, default=2000)
+    parser.add_argument("--namespaces", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--work", type=Path, default=None, help="where to write (/dev/shm: without the disk)")
+    args = parser.parse_args(argv)
+    size = f"{args.classes} x {args.groups} x {args.namespaces}"
+    with tempfile.TemporaryDirectory(prefix="gpugen-clusters-render-", dir=args.work) as tmp:
+        tmp = Path(tmp)
+        one = synth.write(tmp / "one.yaml", args.classes, args.groups, args.namespaces)
+        spread_over = synth.write(tmp / "several.yaml", args.classes, args.groups, args.namespaces,
+                                  clusters=args.clusters)
+        renderer = Renderer()
+        rows = []
+        for label, render in ((f"{size}, one cluster (`gpugen render`)",
+                               lambda work: renderer.render(one, work)),
+                              (f"{size} over 1 manager + {args.clusters} workers (the same use case)",
+                               lambda work: several(spread_over, work))):
+            times, rss = [], []
+            for rep in range(args.reps):
+                work = tmp / f"work-{len(rows)}-{rep}"
+                work.mkdir()
+                settle()  # each timed process starts from the same quiet disk (benchmarks/run.py)
+                result = render(work)
+                times.append(result.seconds)
+                rss.append(result.max_rss_mb)
+            written = files(work)
+            before = snapshot(outputs(work) if "manager" in label else list(renderer.paths(work).values()))
+            settle()
+            render(work)
+            after = snapshot(outputs(work) if "manager" in label else list(renderer.paths(work).values()))
+            noop = touched(before, after)
+            rows.append((label, spread(times), max(rss), written, noop["changed"] + noop["added"] + noop["removed"]))
+    print("| render | time, median (range) | peak RSS | YAML files | files a no-op re-render touches |")
+    print("|---|---|---:|---:|---:|")
+    for label, time_, rss_, written, noop in rows:
+        print(f"| {label} | {time_} | {rss_:.0f} MB | {written:,} | {noop} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
