@@ -330,6 +330,10 @@ def several_clusters_trees(inventory: Inventory) -> list[dict[str, Any]]:
             "goTemplate": True,
             # A typo in the template fails the generation instead of writing "<no value>".
             "goTemplateOptions": ["missingkey=error"],
+            # Deleting a cluster's Application (a cluster removed from the inventory) leaves its objects in place,
+            # research namespaces and their claims included, as for the single cluster's Application. Without this
+            # the controller gives each Application the resources finalizer, which deletes them all.
+            "syncPolicy": {"preserveResourcesOnDeletion": True},
             "generators": [{"list": {"elements": [
                 {"cluster": name, "server": server, "namespace": namespaces[0]}
                 for name, server, namespaces in destinations]}}],

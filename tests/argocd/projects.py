@@ -302,3 +302,12 @@ def checker_entries(apps_and_manifests: list[tuple[dict, list[Manifest]]]) -> li
     assert not unknown, ("kinds whose scope is in neither the pinned Kubernetes OpenAPI spec, the pinned CRDs nor "
                          "the charts' CRDs:\n" + "\n".join(unknown))
     return entries
+
+
+def expand_application_set(binary, application_set: dict) -> list[dict]:
+    """The Applications the ApplicationSet controller generates from `application_set` (projectcheck expand: its
+    own GenerateApplications with the list generator)."""
+    done = subprocess.run([str(binary), "expand"], input=json.dumps(application_set), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, f"projectcheck expand failed (exit {done.returncode}):\n{done.stderr}"
+    return json.loads(done.stdout)

@@ -40,6 +40,49 @@ def test_every_application_and_every_object_it_applies_is_inside_its_project(che
     assert not violations, "outside their AppProjects (Argo CD would refuse these):\n" + "\n".join(violations)
 
 
+@pytest.mark.tools  # helm renders the component charts (components.chart_objects, cached)
+def test_several_clusters_every_application_generated_or_not_stays_inside_its_project(checker):
+    """Several clusters (tests/support/inventories.platform()): the ApplicationSet expanded by the ApplicationSet
+    controller's own code gives one Application per cluster, syncing that cluster's tree to its server and keeping
+    its objects when deleted; those Applications, every component Application (one per cluster) and every object
+    each applies are inside their projects, by server, namespace and kind."""
+    import yaml
+
+    from generator.repo_server import KUSTOMIZATION_FILE
+    from generator.tree import render_trees
+    from tests.support.inventories import platform
+
+    rendered = render_trees(platform(), "platform.yaml")
+    bootstrap_objects = [yaml.safe_load(content) for content in rendered.bootstrap.values()]
+    projects = [o for o in bootstrap_objects if o["kind"] == "AppProject"]
+    (application_set,) = [o for o in bootstrap_objects if o["kind"] == "ApplicationSet"]
+    # Only the ApplicationSet syncs the clusters' trees.
+    assert not [o for o in bootstrap_objects if o["kind"] == "Application"
+                and o["spec"]["source"].get("path", "").startswith("rendered")]
+    generated = P.expand_application_set(checker, application_set)
+    servers = {"hub": IN_CLUSTER, "flame": "https://flame.example.org:6443", "ember": "https://ember.example.org:6443"}
+    assert {a["metadata"]["name"]: (a["spec"]["source"]["path"], a["spec"]["destination"]["server"])
+            for a in generated} == {f"flame-training-platform-{c}": (f"rendered/{c}", s) for c, s in servers.items()}
+    assert all(not a["metadata"].get("finalizers") for a in generated), [a["metadata"] for a in generated]
+    assert all(a["metadata"]["namespace"] == application_set["metadata"]["namespace"] for a in generated)
+
+    def tree(cluster):
+        return [P.Manifest.of(yaml.safe_load(content)) for path, content in rendered.synced.items()
+                if path.startswith(cluster + "/") and not path.endswith(KUSTOMIZATION_FILE)]
+    apps = [o for o in bootstrap_objects if o["kind"] == "Application"]
+    assert len([a for a in apps if "gpugen/component" in a["metadata"].get("labels", {})]) == 4 * len(servers)
+    entries = P.checker_entries([(app, P.application_manifests(app)) for app in apps if app["spec"]["source"].get("chart")]
+                                + [(app, tree(app["spec"]["source"]["path"].removeprefix("rendered/")))
+                                   for app in generated])
+    violations = P.run_checker(checker, projects, entries)
+    assert not violations, "outside their AppProjects (Argo CD would refuse these):\n" + "\n".join(violations)
+    # The check can fail: the same worker tree sent to the manager is outside the project there.
+    astray = copy.deepcopy(next(a for a in generated if a["metadata"]["name"].endswith("-ember")))
+    astray["spec"]["destination"]["server"] = IN_CLUSTER
+    lines = P.run_checker(checker, projects, P.checker_entries([(astray, tree("ember"))]))
+    assert any("namespace kueue-system is not permitted in project 'flame-gpugen'" in line for line in lines), lines
+
+
 # ---------------------------------------------------------------- the checker can fail
 
 def named(apps, name):

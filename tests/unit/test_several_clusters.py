@@ -5,9 +5,6 @@ where only vision-lab holds GPUs. The objects are checked against the pinned CRD
 
 from __future__ import annotations
 
-import json
-import re
-
 import pytest
 import yaml
 
@@ -155,45 +152,6 @@ def test_the_worker_flame_has_flames_policies(trees):
     assert policies == {path: load_one(rendered_dir() / path) for path in policies}
     assert sorted(p.relative_to(rendered_dir()).as_posix() for p in (rendered_dir() / "kyverno").rglob("*.yaml")) \
         == sorted(policies)
-
-
-def expand(application_set: dict) -> list[dict]:
-    """The Applications a list generator with goTemplate makes: every {{.key}} of the template replaced by the
-    element's value (the only template syntax gpugen writes). A model of Argo CD's ApplicationSet controller; the
-    simulation of several clusters will run the real one."""
-    assert application_set["spec"]["goTemplate"] is True
-    (generator,) = application_set["spec"]["generators"]
-    text = json.dumps(application_set["spec"]["template"])
-    assert set(re.findall(r"\{\{\.(\w+)\}\}", text)) <= {"cluster", "server", "namespace"}
-    return [json.loads(re.sub(r"\{\{\.(\w+)\}\}", lambda m: element[m.group(1)], text))
-            for element in generator["list"]["elements"]]
-
-
-def test_the_application_set_gives_each_cluster_its_tree_inside_the_gpugen_project(rendered):
-    bootstrap = {path: yaml.safe_load(content) for path, content in rendered.bootstrap.items()}
-    (application_set,) = [o for o in bootstrap.values() if o["kind"] == "ApplicationSet"]
-    assert not [o for o in bootstrap.values() if o["kind"] == "Application"
-                and o["spec"]["source"].get("path", "").startswith("rendered")]
-    project = next(o for o in bootstrap.values() if o["kind"] == "AppProject" and o["metadata"]["name"] == "flame-gpugen")
-    permitted = {(d["server"], d["namespace"]) for d in project["spec"]["destinations"]}
-    kinds = {(k["group"], k["kind"]) for k in project["spec"]["clusterResourceWhitelist"]
-             + project["spec"]["namespaceResourceWhitelist"]}
-    applications = expand(application_set)
-    servers = {"hub": "https://kubernetes.default.svc", "flame": "https://flame.example.org:6443",
-               "ember": "https://ember.example.org:6443"}
-    assert {a["metadata"]["name"]: (a["spec"]["source"]["path"], a["spec"]["destination"]["server"])
-            for a in applications} == {f"flame-training-platform-{c}": (f"rendered/{c}", s) for c, s in servers.items()}
-    for application in applications:
-        assert application["spec"]["project"] == "flame-gpugen"
-        destination = application["spec"]["destination"]
-        assert (destination["server"], destination["namespace"]) in permitted
-        cluster = application["spec"]["source"]["path"].removeprefix("rendered/")
-        tree = [yaml.safe_load(content) for path, content in rendered.synced.items()
-                if path.startswith(cluster + "/") and not path.endswith(KUSTOMIZATION_FILE)]
-        for obj in tree:
-            assert (obj["apiVersion"].rpartition("/")[0], obj["kind"]) in kinds, obj["kind"]
-            if "namespace" in obj["metadata"]:
-                assert (destination["server"], obj["metadata"]["namespace"]) in permitted, (cluster, obj["kind"])
 
 
 def test_each_cluster_gets_every_component_with_its_own_values_inside_the_component_projects(rendered):

@@ -3,6 +3,7 @@
 // github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1, called the way Argo CD calls them.
 //
 //	projectcheck < input.json      (exit 0: clean; 1: violations, one line each on stdout; 2: bad input)
+//	projectcheck expand < appset.json   (the Applications an ApplicationSet generates, as a JSON list)
 //
 // input.json:
 //
@@ -30,6 +31,11 @@
 // Project-scoped clusters (spec.permitOnlyProjectScopedClusters) come from cluster secrets; none is given here,
 // so such a project permits no destination, as Argo CD would decide without project-scoped cluster secrets.
 //
+// `expand` generates an ApplicationSet's Applications with the ApplicationSet controller's own code:
+// applicationset/controllers/template.GenerateApplications with the list generator and the template renderer the
+// controller registers (applicationset/generators, applicationset/utils), without a Kubernetes client: the list
+// generator needs none.
+//
 // Each line is prefixed by the Application's name and, for an object, "Kind namespace/name" (or "Kind name" for a
 // cluster-scoped object), so a test can name what is wrong.
 package main
@@ -42,6 +48,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	log "github.com/sirupsen/logrus"
+
+	"github.com/argoproj/argo-cd/v3/applicationset/controllers/template"
+	"github.com/argoproj/argo-cd/v3/applicationset/generators"
+	"github.com/argoproj/argo-cd/v3/applicationset/utils"
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 )
 
@@ -159,7 +170,37 @@ func check(projects map[string]*v1alpha1.AppProject, e entry) ([]string, error) 
 	return lines, nil
 }
 
+// expand prints the Applications the ApplicationSet on stdin generates; a generation error exits 1.
+func expand() {
+	var appSet v1alpha1.ApplicationSet
+	dec := json.NewDecoder(os.Stdin)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&appSet); err != nil {
+		fmt.Fprintf(os.Stderr, "projectcheck: reading the ApplicationSet: %v\n", err)
+		os.Exit(2)
+	}
+	// Only the list generator: the others read clusters, repositories or SCM providers this program has not.
+	listOnly := map[string]generators.Generator{"List": generators.NewListGenerator()}
+	apps, reason, err := template.GenerateApplications(log.NewEntry(log.StandardLogger()), appSet, listOnly,
+		&utils.Render{}, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "projectcheck: %s: %v\n", reason, err)
+		os.Exit(1)
+	}
+	out, err := json.Marshal(apps)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "projectcheck: %v\n", err)
+		os.Exit(2)
+	}
+	fmt.Println(string(out))
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "expand" {
+		log.SetOutput(os.Stderr)
+		expand()
+		return
+	}
 	var in input
 	dec := json.NewDecoder(os.Stdin)
 	dec.DisallowUnknownFields()
