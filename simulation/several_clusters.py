@@ -13,9 +13,9 @@ each cluster's rendered tree, in Argo CD's order; the real Argo CD delivers the 
 
 Which controllers run where (RUN_ON): the manager runs Kueue (MultiKueue) and Trainer, whose webhook judges the
 researcher's TrainJob and whose controller must leave a job MultiKueue manages alone; the workers run Kueue,
-JobSet and Trainer. Kyverno is not run here: its CRDs are applied so that the trees sync, and its admission is
-proven by the simulated FLAME and the policy tier. A component's chart is applied only where it runs; elsewhere
-only its CRDs are.
+JobSet and Trainer. Kyverno is not run here: the CRDs of its kinds the trees hold are applied so that the trees sync,
+and its admission is proven by the simulated FLAME and the policy tier. A component's chart is applied only where
+it runs; elsewhere only its CRDs are.
 """
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ from simulation.processes import ComponentFailed, Processes
 
 # role -> the components whose controllers run there.
 RUN_ON = {"manager": ("trainer", "kueue"), "worker": ("jobset", "trainer", "kueue")}
+# Components run on no cluster here: of their CRDs only those of the kinds a cluster's tree holds are applied (each
+# large CRD costs every API server CPU for its OpenAPI schema; Kyverno's chart brings 22).
+TREE_CRDS_ONLY = ("kyverno",)
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
 # Each cluster's pods get addresses of their own: POD_NETWORK[IP_BLOCK * i + 10] onwards for the i-th cluster.
 IP_BLOCK = 1000
@@ -102,8 +105,10 @@ class Platform:
             member.check_running()
 
     def stop(self):
+        # The manager first: while its Kueue still watches a worker, that worker's API server waits out its whole
+        # grace period before it exits.
         try:
-            for member in reversed(list(self.members.values())):
+            for member in self.members.values():
                 member.stop()
         finally:
             self.network.stop()
@@ -143,12 +148,15 @@ def node_inventory(inventory, role: str):
     return inventory.model_copy(update={"classes": {}}) if role == "manager" else inventory
 
 
-def sync_chart(admin_kube, app: dict, run: bool, log):
+def sync_chart(admin_kube, app: dict, run: bool, tree: list[dict], log):
     """The component Application's chart in Argo CD's order, as the model syncs it; only its CRDs where the
-    component does not run."""
+    component does not run (for TREE_CRDS_ONLY, those of the kinds in `tree`)."""
     objects = chart_objects(app)
     if not run:
         objects = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+        if app["metadata"]["labels"][COMPONENT_LABEL] in TREE_CRDS_ONLY:
+            kinds = {(o["apiVersion"].rpartition("/")[0], o["kind"]) for o in tree}
+            objects = [o for o in objects if (o["spec"]["group"], o["spec"]["names"]["kind"]) in kinds]
     namespace = app["spec"]["destination"]["namespace"]
     api = SyncApi(admin_kube)
     if run and api.get("v1", "Namespace", namespace) is None:  # CreateNamespace=true
@@ -237,7 +245,7 @@ def start_member(work: pathlib.Path, index: int, name: str, role: str, view, tre
         runtime.start()
         member = Member(name, role, view, procs, k8s.plane, admin, runtime, k8s.nodes)
         for app in apps:
-            sync_chart(k8s.plane.kube, app, app["metadata"]["labels"][COMPONENT_LABEL] in run, log)
+            sync_chart(k8s.plane.kube, app, app["metadata"]["labels"][COMPONENT_LABEL] in run, trees[name], log)
         wait_deployments(admin, name, namespaces, member.check_running)
         result = argo_sync.ArgoSync(SyncApi(k8s.plane.kube), f"training-platform-{name}", prune_last=True).sync(
             trees[name], timeout=TIMEOUT)
@@ -282,7 +290,7 @@ def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) 
         researchers = researcher_identities(work, manager.plane, inventory)
         return Platform(work, inventory, members, researchers, net, timings)
     except BaseException:
-        for member in reversed(list(members.values())):
+        for member in members.values():  # the manager first, as in Platform.stop
             member.stop()
         net.stop()
         raise
