@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 # (tests/conftest.py runs the FLAME's tests last).
 FLAME_TIERS = ["tests/journeys", "tests/simulation/test_live_admission.py", "tests/simulation/test_monitoring_live.py",
                "tests/clusters"]
-OTHER_TIERS_NICE = 5
+OTHER_TIERS_NICE = 2
 
 
 def main(argv: list[str]) -> int:
