@@ -206,7 +206,9 @@ def test_when_worker_2_stops_its_jobs_keep_their_quota_until_the_timeout_then_ar
     assert evicted_after >= WORKER_LOST_TIMEOUT - 1, evicted_after
     assert conditions(wl)["Evicted"]["reason"] == "AdmissionCheck", conditions(wl)["Evicted"]
     assert "Admitting remote lost" in conditions(wl)["Evicted"]["message"], conditions(wl)["Evicted"]
-    assert manager.get(*TRAINJOB, name, namespace)["spec"]["suspend"] is True
+    # Kueue's job reconciler suspends the TrainJob once the Workload is evicted.
+    poll(lambda: manager.get(*TRAINJOB, name, namespace)["spec"].get("suspend") is True, TIMEOUT,
+         "the manager's TrainJob suspended")
     # Offered again to the connected workers: flame holds a pending copy of the Workload it cannot admit.
     flame = platform.members["flame"].admin
     copy = poll(lambda: workload_copy(flame, namespace, wl["metadata"]["name"]), TIMEOUT, "a copy on flame")
