@@ -27,6 +27,7 @@ import time
 
 import yaml
 
+from generator.builders.argocd import IN_CLUSTER
 from generator.inventory import clusters as inventory_clusters
 from generator.inventory import load_inventory
 from generator.repo_server import KUSTOMIZATION_FILE
@@ -131,7 +132,7 @@ def cluster_trees(inventory, source: str) -> tuple[dict[str, list[dict]], dict[s
         cluster, _, rest = path.partition("/")
         if rest != KUSTOMIZATION_FILE:
             trees.setdefault(cluster, []).append(yaml.safe_load(content))
-    servers = {"https://kubernetes.default.svc": inventory_clusters.manager(inventory),
+    servers = {IN_CLUSTER: inventory_clusters.manager(inventory),
                **{member.server: name for name, member in inventory.clusters.items()}}
     applications: dict[str, list[dict]] = {}
     for content in rendered.bootstrap.values():

@@ -3,8 +3,9 @@
 The tests on the simulated FLAME (tests/journeys and tests/simulation/test_live_admission.py), with the several
 simulated clusters of tests/clusters in the same process, spend most of their time waiting on their controllers (Argo CD's waves and syncs, Kueue's admissions), while the other tiers compute.
 Run one after the other they add up; side by side they overlap. Side by side at equal priority the FLAME was the
-longer half, so the other tiers run at a lower CPU priority (nice 5): on a 2-core machine its controllers get the
-cores first, and the two halves end at about the same time (at nice 10 the other tiers became the longer half).
+longer half, so the other tiers run at a lower CPU priority (nice 2): on a 2-core machine its controllers get the
+cores first, and the two halves end at about the same time (at nice 5, once tests/clusters joined the FLAME's
+process, the other tiers were the longer half by more than a minute).
 The FLAME's process writes to a log, shown whole when both are done, so the two outputs never interleave. The
 exit code is the worse of the two (a half that selects no test does not count).
 
