@@ -38,8 +38,8 @@ def outputs(work: Path) -> list[Path]:
     return [work / "out", work / "bootstrap-out", work / "runtimes.md"]
 
 
-def files(work: Path) -> int:
-    return sum(1 for root in outputs(work)[:2] for p in root.rglob("*.yaml"))
+def files(paths: list[Path]) -> int:
+    return sum(1 for root in paths if root.is_dir() for p in root.rglob("*.yaml"))
 
 
 def main(argv: list[str]) -> int:
@@ -59,10 +59,11 @@ def main(argv: list[str]) -> int:
                                   clusters=args.clusters)
         renderer = Renderer()
         rows = []
-        for label, render in ((f"{size}, one cluster (`gpugen render`)",
-                               lambda work: renderer.render(one, work)),
-                              (f"{size} over 1 manager + {args.clusters} workers (the same use case)",
-                               lambda work: several(spread_over, work))):
+        for label, render, paths in ((f"{size}, one cluster (`gpugen render`)",
+                                      lambda work: renderer.render(one, work),
+                                      lambda work: list(renderer.paths(work).values())),
+                                     (f"{size} over 1 manager + {args.clusters} workers (the same use case)",
+                                      lambda work: several(spread_over, work), outputs)):
             times, rss = [], []
             for rep in range(args.reps):
                 work = tmp / f"work-{len(rows)}-{rep}"
@@ -71,11 +72,11 @@ def main(argv: list[str]) -> int:
                 result = render(work)
                 times.append(result.seconds)
                 rss.append(result.max_rss_mb)
-            written = files(work)
-            before = snapshot(outputs(work) if "manager" in label else list(renderer.paths(work).values()))
+            written = files(paths(work))
+            before = snapshot(paths(work))
             settle()
             render(work)
-            after = snapshot(outputs(work) if "manager" in label else list(renderer.paths(work).values()))
+            after = snapshot(paths(work))
             noop = touched(before, after)
             rows.append((label, spread(times), max(rss), written, noop["changed"] + noop["added"] + noop["removed"]))
     print("| render | time, median (range) | peak RSS | YAML files | files a no-op re-render touches |")

@@ -61,35 +61,30 @@ def _bootstrap_files(inventory: Inventory, source: str, over_limits: list[tuple[
     return dict(sorted(files.items()))
 
 
-def _too_many(count: int) -> None:
-    if count > limits.MAX_OBJECTS:
-        raise OverLimits([("(tree)", f"{count:,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+def _synced_tree(objects: list[dict[str, Any]], source: str, over_limits: list[tuple[str, str]]) -> Files:
+    """One Application's directory: a file per object, and the kustomization.yaml listing them. The object limit
+    holds per directory."""
+    if len(objects) > limits.MAX_OBJECTS:
+        raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+    files = _files(objects, source, over_limits)
+    files[KUSTOMIZATION_FILE] = kustomization(list(files), source)
+    return files
 
 
 def _cluster_trees(inventory: Inventory, source: str, over_limits: list[tuple[str, str]]) -> Files:
-    """Several clusters: <cluster>/ per cluster, each with its own kustomization.yaml (Argo CD syncs each to its
-    cluster)."""
-    by_cluster = cluster_synced_objects(inventory)
-    synced: Files = {}
-    for name, objects in by_cluster.items():
-        _too_many(len(objects))  # per tree: each is one Application's directory
-        files = _files(objects, source, over_limits)
-        files[KUSTOMIZATION_FILE] = kustomization(list(files), source)
-        synced.update((f"{name}/{path}", content) for path, content in files.items())
-    return synced
+    """Several clusters: <cluster>/ per cluster, each its own synced tree (Argo CD syncs each to its cluster)."""
+    return {f"{name}/{path}": content for name, objects in cluster_synced_objects(inventory).items()
+            for path, content in _synced_tree(objects, source, over_limits).items()}
 
 
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     """Raises errors.OverLimits when an object would exceed what Kubernetes or the file system accepts. For
-    several clusters (docs/multi-cluster.md) bootstrap/ installs the components on the manager only, so far."""
+    several clusters (docs/multi-cluster.md) rendered/ holds one tree per cluster."""
     over_limits: list[tuple[str, str]] = []
     if clusters.several(inventory):
         synced = _cluster_trees(inventory, source, over_limits)
     else:
-        objects = synced_objects(inventory)
-        _too_many(len(objects))
-        synced = _files(objects, source, over_limits)
-        synced[KUSTOMIZATION_FILE] = kustomization(list(synced), source)
+        synced = _synced_tree(synced_objects(inventory), source, over_limits)
     bootstrap = _bootstrap_files(inventory, source, over_limits)
     if over_limits:
         raise OverLimits(over_limits)

@@ -155,27 +155,28 @@ def apply_all(admin: "Client", objects, default_namespace=None):
         admin.apply(obj)
 
 
+def get_retrying(http: requests.Session, url: str) -> requests.Response:
+    """GET, retried while the API server answers 429 (a new CRD's storage is still initialising)."""
+    deadline = time.monotonic() + 60
+    while True:
+        r = http.get(url, timeout=30)
+        if r.status_code != 429 or time.monotonic() > deadline:
+            return r
+        time.sleep(float(r.headers.get("Retry-After", "1")))
+
+
 class SyncApi:
     """The calls argo_sync.ArgoSync makes, as the admin of `kube` (Argo CD's controller is cluster-admin)."""
 
     def __init__(self, kube: vs.Kube):
         self.kube = kube
 
-    def _get(self, url):
-        """GET, retried while the API server answers 429 (a new CRD's storage is still initialising)."""
-        deadline = time.monotonic() + 60
-        while True:
-            r = self.kube.http.get(url, timeout=30)
-            if r.status_code != 429 or time.monotonic() > deadline:
-                return r
-            time.sleep(float(r.headers.get("Retry-After", "1")))
-
     def get(self, api_version, kind, name, namespace=None):
-        r = self._get(self.kube.resource_url(api_version, kind, namespace, name))
+        r = get_retrying(self.kube.http, self.kube.resource_url(api_version, kind, namespace, name))
         return None if r.status_code == 404 else r.json()
 
     def list(self, api_version, kind, namespace=None):
-        r = self._get(self.kube.resource_url(api_version, kind, namespace))
+        r = get_retrying(self.kube.http, self.kube.resource_url(api_version, kind, namespace))
         assert r.ok, vs.message(r)
         return r.json()["items"]  # without apiVersion and kind, as the API server lists them: ArgoSync adds them
 

@@ -20,7 +20,7 @@ def manager(inventory: Inventory) -> str:
 
 
 def workers(inventory: Inventory) -> list[str]:
-    """In the inventory's order, which MultiKueue's Incremental dispatcher follows."""
+    """In the inventory's order (each group's MultiKueueConfig lists its workers so)."""
     return [name for name, member in (inventory.clusters or {}).items() if member.role == "worker"]
 
 

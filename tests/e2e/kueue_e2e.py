@@ -78,23 +78,14 @@ class Api:
         return kind in self.kube.resources(api_version, refresh=True)
 
     def get(self, api_version, kind, name, namespace=None):
-        r = self._get(self.kube.resource_url(api_version, kind, namespace, name))
+        r = platform_kube.get_retrying(self.http, self.kube.resource_url(api_version, kind, namespace, name))
         if r.status_code == 404:
             return None
         assert r.ok, f"GET {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
         return r.json()
 
-    def _get(self, url):
-        """GET, retried while the API server answers 429 (a new CRD's watch cache is still initialising)."""
-        deadline = time.monotonic() + 60
-        while True:
-            r = self.http.get(url, timeout=30)
-            if r.status_code != 429 or time.monotonic() > deadline:
-                return r
-            time.sleep(float(r.headers.get("Retry-After", "1")))
-
     def list(self, api_version, kind, namespace=None):
-        r = self._get(self.kube.resource_url(api_version, kind, namespace))
+        r = platform_kube.get_retrying(self.http, self.kube.resource_url(api_version, kind, namespace))
         assert r.ok, f"LIST {kind} in {namespace}: {r.status_code} {vs.message(r)}"
         return r.json()["items"]
 
