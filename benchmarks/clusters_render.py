@@ -1,11 +1,10 @@
 """The render of a national-scale platform spread over several clusters, against the single-cluster targets.
 
 The synthetic inventory (tests/support/synth.py, 64 classes x 2,000 groups x 3 namespaces by default) is rendered
-twice over: as one cluster through `python -m generator render`, and spread over a manager and `--clusters`
-workers through the same use case (`generator.usecases.render`, which the CLI does not offer for several clusters
-yet: docs/multi-cluster.md) in a process of its own. Per run: wall time and peak RSS of the whole process (os.wait4,
-benchmarks/run.py; the disk settled before each), the files written, and a no-op re-render, which must write
-nothing.
+twice over with `python -m generator render`: as one cluster, and spread over a manager and `--clusters` workers.
+Per run: wall time and peak RSS (os.wait4, benchmarks/run.py: the largest of the render's processes; a large
+render forks one child, generator/parallel.py, which shares the parent's pages; the disk settled before each), the
+files written, and a no-op re-render, which must write nothing.
 
     .venv/bin/python -m benchmarks.clusters_render [--clusters 8] [--classes 64] [--groups 2000] [--reps 3]
                                                   [--work /dev/shm]
@@ -17,25 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.run import PYTHON, REPO, Renderer, run, settle, snapshot, spread, touched
+from benchmarks.run import Renderer, settle, snapshot, spread, touched
 from tests.support import synth
-
-# The several-clusters render in a child process: the same use case as `gpugen render`, its outputs in `work`.
-CHILD = """
-import sys
-from pathlib import Path
-from generator.usecases import Outputs, render
-work = Path(sys.argv[2])
-render(Path(sys.argv[1]), Outputs(work / "out", work / "bootstrap-out", work / "runtimes.md"), several_clusters=True)
-"""
-
-
-def several(inventory: Path, work: Path):
-    return run([PYTHON, "-c", CHILD, str(inventory), str(work)], cwd=REPO)
-
-
-def outputs(work: Path) -> list[Path]:
-    return [work / "out", work / "bootstrap-out", work / "runtimes.md"]
 
 
 def files(paths: list[Path]) -> int:
@@ -59,11 +41,10 @@ def main(argv: list[str]) -> int:
                                   clusters=args.clusters)
         renderer = Renderer()
         rows = []
-        for label, render, paths in ((f"{size}, one cluster (`gpugen render`)",
-                                      lambda work: renderer.render(one, work),
-                                      lambda work: list(renderer.paths(work).values())),
-                                     (f"{size} over 1 manager + {args.clusters} workers (the same use case)",
-                                      lambda work: several(spread_over, work), outputs)):
+        for label, inventory in ((f"{size}, one cluster", one),
+                                 (f"{size} over 1 manager + {args.clusters} workers", spread_over)):
+            render = lambda work, inventory=inventory: renderer.render(inventory, work)  # noqa: E731
+            paths = lambda work: list(renderer.paths(work).values())  # noqa: E731
             times, rss = [], []
             for rep in range(args.reps):
                 work = tmp / f"work-{len(rows)}-{rep}"

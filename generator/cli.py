@@ -25,7 +25,9 @@ EXIT_INVALID = 2
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """gpugen: render a GPU cluster's Kubeflow Trainer runtimes, Kueue queues, Kyverno policies, RBAC
-    and Argo CD Application from the inventory gpu_classes.yaml, and report the GPU-hours its groups used."""
+    and Argo CD Application from the inventory gpu_classes.yaml, and report the GPU-hours its groups used.
+    An inventory with clusters: renders one tree per cluster (OUT/<cluster>/) and an Argo CD ApplicationSet,
+    with Kueue's MultiKueue dispatching from the manager to the worker of each class."""
 
 
 def _exit_invalid(invalid: InventoryInvalid, inventory_path: Path, summary: str) -> None:
@@ -78,10 +80,11 @@ INVENTORY_OPTION = click.option("--inventory", "inventory_path", default="gpu_cl
 @INVENTORY_OPTION
 @click.option("--out", "out_dir", default="rendered", show_default=True,
               type=click.Path(file_okay=False, path_type=Path),
-              help="Tree Argo CD syncs; gets its own kustomization.yaml. Replaced whole: stale files disappear.")
+              help="Tree Argo CD syncs, with its own kustomization.yaml (with clusters: one such tree per cluster, "
+                   "OUT/<cluster>/). Replaced whole: stale files disappear.")
 @click.option("--bootstrap-out", "bootstrap_dir", default="bootstrap", show_default=True,
               type=click.Path(file_okay=False, path_type=Path),
-              help="Where the Argo CD Application goes (outside the synced tree).")
+              help="Where the Argo CD app-of-apps goes (outside the synced tree).")
 @click.option("--docs-out", "docs_path", default="docs/runtimes.md", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="The users' 'Available runtimes' page.")
 @click.option("--check", is_flag=True,
@@ -136,18 +139,19 @@ def _render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path:
               help="markdown: a pull-request comment, truncated under GitHub's 65,536 characters.")
 def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> None:
     """Show what rendering the inventory changes against OUT at BASE: objects added, removed and changed per
-    kind, field by field, with risk flags (delete-and-recreate changes, quota reductions, removed classes).
+    kind, field by field, with risk flags (delete-and-recreate changes, quota reductions, removed classes). With
+    clusters: one plan per cluster, and the classes that move from one worker to another.
 
     Writes nothing. Exit codes: 0 plan shown; 2 invalid inventory or unreadable base.
     """
-    from generator.plan import format_markdown, format_text  # plan-only imports stay off the render path
+    from generator.plan import format_any  # plan-only imports stay off the render path
 
     try:
         with _inventory_refusals(inventory_path):
             result = usecases.plan(inventory_path, out_dir, base)
     except BaseUnreadable as unreadable:
         _refused("error: ", unreadable, "")
-    click.echo(format_markdown(result) if output_format == "markdown" else format_text(result), nl=False)
+    click.echo(format_any(result, output_format), nl=False)
 
 
 @main.group()

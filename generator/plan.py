@@ -452,3 +452,10 @@ def format_cluster_markdown(result: ClusterPlans, limit: int = GITHUB_COMMENT_LI
     body = [format_markdown(plan, share).replace("### gpugen plan", f"#### cluster `{name}`", 1)
             for name, plan in result.plans.items()]
     return "\n".join(head) + "\n" + "\n".join(body)
+
+
+def format_any(result: Plan | ClusterPlans, output_format: str) -> str:
+    """`result` as text or markdown, whether of one cluster or of several."""
+    if isinstance(result, ClusterPlans):
+        return format_cluster_markdown(result) if output_format == "markdown" else format_cluster_text(result)
+    return format_markdown(result) if output_format == "markdown" else format_text(result)

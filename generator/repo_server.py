@@ -11,11 +11,22 @@ REPO_SERVER_MAX_DIRECTORY_BYTES = 10_000_000
 
 
 def directory_size_warning(synced_files: dict[str, bytes]) -> str | None:
-    """A warning when the manifests Argo CD reads exceed its repo server's default limit, else None."""
-    total = sum(len(content) for path, content in synced_files.items() if path != KUSTOMIZATION_FILE)
+    """A warning when the manifests one Application reads exceed Argo CD's repo server's default limit, else None.
+    A tree of several clusters is one Application per cluster's folder (each with its own kustomization.yaml)."""
+    folders = {path.partition("/")[0] for path in synced_files
+               if path.count("/") == 1 and path.endswith("/" + KUSTOMIZATION_FILE)}
+    sizes: dict[str, int] = {}
+    for path, content in synced_files.items():
+        if path.rpartition("/")[2] != KUSTOMIZATION_FILE:
+            folder = path.partition("/")[0]
+            where = folder if folder in folders else ""
+            sizes[where] = sizes.get(where, 0) + len(content)
+    largest = max(sizes, key=lambda where: sizes[where], default="")
+    total = sizes.get(largest, 0)
     if total <= REPO_SERVER_MAX_DIRECTORY_BYTES:
         return None
-    return (f"the synced manifests add up to {total:,} bytes, over the {REPO_SERVER_MAX_DIRECTORY_BYTES:,} bytes "
+    which = f"cluster {largest}'s synced manifests add" if largest else "the synced manifests add"
+    return (f"{which} up to {total:,} bytes, over the {REPO_SERVER_MAX_DIRECTORY_BYTES:,} bytes "
             "Argo CD's repo server reads from a directory source by default: raise "
             "reposerver.max.combined.directory.manifests.size in argocd-cmd-params-cm (e.g. to 50M) and restart "
             "the repo server")

@@ -56,10 +56,9 @@ class RenderResult:
     warnings: list[str]
 
 
-def render_inventory(inventory_path: Path, several_clusters: bool = False) -> RenderedTrees:
-    """Load, validate and build: raises InventoryInvalid or OverLimits, writes nothing. `several_clusters`: accept
-    `clusters:` (not offered by the CLI until several clusters are delivered: docs/multi-cluster.md)."""
-    return render_trees(load_inventory(inventory_path, several_clusters), inventory_path.name)
+def render_inventory(inventory_path: Path) -> RenderedTrees:
+    """Load, validate and build: raises InventoryInvalid or OverLimits, writes nothing."""
+    return render_trees(load_inventory(inventory_path), inventory_path.name)
 
 
 @contextmanager
@@ -79,11 +78,10 @@ def _locked(trees: list[Path], files: list[Path], inputs: list[Path], shared: bo
         yield resolved
 
 
-def render(inventory_path: Path, outputs: Outputs, check: bool = False, several_clusters: bool = False
-           ) -> RenderResult:
+def render(inventory_path: Path, outputs: Outputs, check: bool = False) -> RenderResult:
     """Write the three outputs, all or nothing, touching no file whose content is unchanged; with `check`,
     write nothing and list what is stale."""
-    trees = render_inventory(inventory_path, several_clusters)
+    trees = render_inventory(inventory_path)
     warning = directory_size_warning(trees.synced)
     warnings = [warning] if warning else []
     with _locked([outputs.synced, outputs.bootstrap], [outputs.docs], [inventory_path],
@@ -97,13 +95,13 @@ def render(inventory_path: Path, outputs: Outputs, check: bool = False, several_
                         [], warnings)
 
 
-def plan(inventory_path: Path, out_dir: Path, base: str, several_clusters: bool = False):
-    """What rendering the inventory changes against OUT as committed at BASE (generator.plan.Plan; for several
-    clusters generator.plan.ClusterPlans, per cluster)."""
+def plan(inventory_path: Path, out_dir: Path, base: str):
+    """What rendering the inventory changes against OUT as committed at BASE (generator.plan.Plan; for an
+    inventory of several clusters generator.plan.ClusterPlans, per cluster)."""
     from generator.gitfiles import files_at  # plan-only imports stay off the render path
-    from generator.plan import make_cluster_plans, make_plan
+    from generator.plan import cluster_trees, make_cluster_plans, make_plan
 
-    trees = render_inventory(inventory_path, several_clusters)
+    trees = render_inventory(inventory_path)
     try:
         base_files = files_at(base, out_dir)
     except (GitError, OSError, ValueError) as error:  # ValueError: --out outside the repository
@@ -113,7 +111,7 @@ def plan(inventory_path: Path, out_dir: Path, base: str, several_clusters: bool 
         listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         raise BaseUnreadable(f"{out_dir}/ at {base} holds files gpugen did not write ({listed}): is --out the "
                              "rendered tree?")
-    if several_clusters:
+    if cluster_trees(trees.synced):
         return make_cluster_plans(base_files, trees.synced)
     return make_plan(base_files, trees.synced)
 

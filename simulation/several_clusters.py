@@ -265,7 +265,7 @@ def start_member(work: pathlib.Path, index: int, name: str, role: str, view, tre
 def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) -> Platform:
     """Start every cluster of the inventory in `work` (an empty directory), the manager first, connect the
     manager's MultiKueue to each worker, and give each group with identities a researcher on the manager."""
-    inventory = load_inventory(inventory_file, several_clusters=True)
+    inventory = load_inventory(inventory_file)
     require_tools(ALL_TOOLS)
     work = pathlib.Path(work)
     t0 = time.monotonic()

@@ -52,19 +52,18 @@ def _schema_problems(path: str, error: ValidationError, positions: Positions) ->
     return [Problem(path, *positions.find(loc), field_path(loc), "; or ".join(texts)) for loc, texts in reasons.items()]
 
 
-def load_inventory(path: str | Path, several_clusters: bool = False) -> Inventory:
-    """Parse, validate the schema, then the cross-object rules. Raises InventoryInvalid listing every problem.
-    several_clusters: accept `clusters:` (rules.check_inventory)."""
+def load_inventory(path: str | Path) -> Inventory:
+    """Parse, validate the schema, then the cross-object rules. Raises InventoryInvalid listing every problem."""
     path = Path(path)
     shown = str(path)
     try:
         data = read_inventory_bytes(path)
     except OSError as exc:
         raise InventoryInvalid([Problem(shown, 1, 1, "(file)", f"cannot read: {exc.strerror or exc}")]) from None
-    return load_inventory_text(decode_inventory(data, shown), shown, several_clusters)
+    return load_inventory_text(decode_inventory(data, shown), shown)
 
 
-def load_inventory_text(text: str, path: str = "<inventory>", several_clusters: bool = False) -> Inventory:
+def load_inventory_text(text: str, path: str = "<inventory>") -> Inventory:
     document, positions = parse_inventory(text, path)
     if document is None:
         raise InventoryInvalid([Problem(path, 1, 1, "(document)",
@@ -82,7 +81,7 @@ def load_inventory_text(text: str, path: str = "<inventory>", several_clusters: 
         raise InventoryInvalid([Problem(path, *positions.find(("groups",)), "groups", (
             f"{entries:,} classes, groups and namespaces in all; gpugen renders at most {MAX_ENTRIES:,} "
             "(the national-scale example has 8,064)"))])
-    problems = [Problem(path, *positions.find(loc), field_path(loc), reason) for loc, reason in check_inventory(inventory, several_clusters)]
+    problems = [Problem(path, *positions.find(loc), field_path(loc), reason) for loc, reason in check_inventory(inventory)]
     if problems:
         raise InventoryInvalid(problems)
     return inventory

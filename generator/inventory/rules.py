@@ -33,17 +33,15 @@ RESERVED_MOUNT_PATHS = ("/dev/shm",)
 BINARY_RESOURCES = ("memory",)
 
 
-def check_inventory(inventory: Inventory, several_clusters: bool = False) -> list[Finding]:
-    """several_clusters: accept `clusters:` (the render of several clusters is being built: docs/multi-cluster.md);
-    without it an inventory that declares clusters is refused as a whole."""
+def check_inventory(inventory: Inventory) -> list[Finding]:
     with exact_arithmetic():  # totals of many large quotas keep every digit
-        return _findings(inventory, several_clusters)
+        return _findings(inventory)
 
 
-def _findings(inventory: Inventory, several_clusters: bool) -> list[Finding]:
+def _findings(inventory: Inventory) -> list[Finding]:
     return [
         *_check_cluster(inventory),
-        *_check_clusters(inventory, several_clusters),
+        *_check_clusters(inventory),
         *_check_components(inventory),
         *_check_classes(inventory),
         *_check_groups(inventory),
@@ -92,10 +90,9 @@ def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
             yield ("cluster", "storage", which, "mountPath"), "/dev/shm is the runtimes' memory-backed shared memory"
 
 
-def _check_clusters(inventory: Inventory, several_clusters: bool) -> Iterator[Finding]:
+def _check_clusters(inventory: Inventory) -> Iterator[Finding]:
     """Several clusters: one manager, each GPU class on one worker, no worker without a class, no API server
-    twice. The render of several clusters is not finished, so such an inventory is refused as a whole too (unless
-    several_clusters), rather than rendered as if it were one cluster."""
+    twice; monitoring is built for one cluster only."""
     clusters = inventory.clusters
     if clusters is None:
         for name, gpu_class in inventory.classes.items():
@@ -104,12 +101,10 @@ def _check_clusters(inventory: Inventory, several_clusters: bool) -> Iterator[Fi
                     f"names cluster {gpu_class.cluster!r}, but the inventory declares no clusters: it is one "
                     "cluster, so leave cluster: out")
         return
-    if not several_clusters:
-        yield ("clusters",), ("several clusters are planned, not rendered yet (docs/multi-cluster.md): gpugen "
-                              "renders one cluster; remove clusters: and each class's cluster:")
     if inventory.cluster.monitoring is not None:
-        yield ("cluster", "monitoring"), ("monitoring several clusters is not built yet (docs/multi-cluster.md): "
-                                          "its alerts would watch GPU nodes the manager does not have")
+        yield ("cluster", "monitoring"), ("gpugen monitors one cluster; with clusters: remove monitoring: "
+                                          "(docs/multi-cluster.md): its alerts would watch GPU nodes the manager "
+                                          "does not have")
     managers = [name for name, member in clusters.items() if member.role == "manager"]
     if not managers:
         yield ("clusters",), "no cluster has role: manager; exactly one admits and dispatches the jobs"

@@ -82,6 +82,5 @@ def platform_data() -> dict:
 
 
 def platform(data: dict | None = None) -> Inventory:
-    """platform_data() (or `data`) validated as the render of several clusters will validate it."""
-    return load_inventory_text(to_text(platform_data() if data is None else data), "platform.yaml",
-                               several_clusters=True)
+    """platform_data() (or `data`), validated."""
+    return load_inventory_text(to_text(platform_data() if data is None else data), "platform.yaml")

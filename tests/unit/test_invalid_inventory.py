@@ -236,10 +236,11 @@ CASES = [
          "    allocations:", "groups.vision-lab.allocations", r"allocations on 65 classes.*at most 64 flavors"),
     Case("finished-job-ttl-too-long", [("    finishedJobTTL: 7d", "    finishedJobTTL: 30000d")], "finishedJobTTL",
          "cluster.queueing.finishedJobTTL", r"int32"),
-    # Several clusters (docs/multi-cluster.md): the rules hold now, the render is refused until it is built.
+    # Several clusters (docs/multi-cluster.md).
     Case("class-names-a-cluster-without-clusters", [(GH200_WALLTIME, GH200_WALLTIME + "    cluster: flame\n")],
          "cluster: flame", "classes.gh200.cluster", r"declares no clusters"),
-    Case("several-clusters-not-rendered-yet", [CLUSTERS, ON_FLAME], "clusters:", "clusters", r"not rendered yet"),
+    Case("several-clusters-with-monitoring", [CLUSTERS, ON_FLAME], "  monitoring:", "cluster.monitoring",
+         r"gpugen monitors one cluster"),
     Case("no-manager", [(CLUSTERS[0], CLUSTERS[1].replace("role: manager", "role: worker")), ON_FLAME],
          "clusters:", "clusters", r"no cluster has role: manager"),
     Case("two-managers", [with_cluster("hub2: {role: manager, server: https://hub2.example.org}"), ON_FLAME],
@@ -351,17 +352,16 @@ def test_every_error_is_reported_not_just_the_first(rendered_workspace):
     assert "2 problem(s)" in result.stderr
 
 
-def test_several_clusters_that_break_no_rule_are_refused_only_as_not_rendered_yet(rendered_workspace):
+def test_several_clusters_with_monitoring_are_refused_for_monitoring_alone(rendered_workspace):
+    """FLAME's inventory spread over a manager and a worker breaks one rule only: monitoring is built for one
+    cluster."""
     root, inventory, args = rendered_workspace
     text = edited(Case("", [CLUSTERS, ON_FLAME], "", "", ""))
-    # Monitoring several clusters is refused on its own (not built yet).
-    text = re.sub(r"\n  # Monitors, alerts.*?\n\n", "\n\n", text, count=1, flags=re.S)
-    assert "monitoring:" not in text
     inventory.write_text(text, encoding="utf-8")
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2
-    line = text[:text.index("\nclusters:")].count("\n") + 2
+    line = text[:text.index("\n  monitoring:")].count("\n") + 2
     assert result.stderr.splitlines() == [
-        f"{inventory}:{line}:1: clusters: several clusters are planned, not rendered yet (docs/multi-cluster.md): "
-        "gpugen renders one cluster; remove clusters: and each class's cluster:",
+        f"{inventory}:{line}:3: cluster.monitoring: gpugen monitors one cluster; with clusters: remove monitoring: "
+        "(docs/multi-cluster.md): its alerts would watch GPU nodes the manager does not have",
         f"{inventory}: 1 problem(s); nothing written."]

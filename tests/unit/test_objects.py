@@ -276,6 +276,14 @@ def test_render_warns_when_argo_cds_directory_size_limit_would_refuse_the_tree()
     assert directory_size_warning({"a.yaml": b"x" * limit}) is None
     warning = directory_size_warning({"a.yaml": b"x" * (limit // 2), "b.yaml": b"x" * (limit - limit // 2 + 1)})
     assert f"{limit + 1:,} bytes" in warning and "reposerver.max.combined.directory.manifests.size" in warning
+    # Several clusters: one Application per cluster's folder, each within the limit however large the whole.
+    half = b"x" * (limit // 2)
+    several = {f"{cluster}/{name}": content for cluster in ("hub", "flame", "ember")
+               for name, content in (("kustomization.yaml", b"resources: []"), ("a.yaml", half))}
+    assert directory_size_warning(several) is None
+    several["flame/b.yaml"] = half + b"xx"
+    assert directory_size_warning(several).startswith(
+        f"cluster flame's synced manifests add up to {2 * len(half) + 2:,} bytes")
 
 
 def test_the_inventory_rules_hold_the_pinned_kueue_crd_limits():

@@ -5,6 +5,8 @@ where only vision-lab holds GPUs. The objects are checked against the pinned CRD
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 import yaml
 
@@ -139,7 +141,7 @@ def test_the_platform_breaks_no_rule_and_monitoring_is_refused_for_several_clust
     platform()  # no finding
     with pytest.raises(InventoryInvalid) as refused:
         load_inventory_text(to_text(edited(platform_data(), lambda d: d["cluster"].__setitem__(
-            "monitoring", {"namespace": "monitoring"}))), "platform.yaml", several_clusters=True)
+            "monitoring", {"namespace": "monitoring"}))), "platform.yaml")
     assert [p.field for p in refused.value.problems] == ["cluster.monitoring"]
 
 
@@ -239,3 +241,58 @@ def test_plan_shows_each_cluster_and_names_a_class_that_moves_between_clusters(r
     assert "#### cluster `flame`" in markdown and len(markdown) < 65_536
     unchanged = make_cluster_plans(rendered.synced, rendered.synced)
     assert not unchanged.moves and not any(p.changes for p in unchanged.plans.values())
+
+
+def test_the_cli_renders_several_clusters_and_plans_them_against_git(tmp_path):
+    """What a platform engineer runs: FLAME's one-cluster render committed, the inventory spread over clusters, the
+    plan against that commit (every cluster's tree is new), the render (a tree per cluster, each with its
+    kustomization.yaml; the ApplicationSet), a no-op render and the drift check; then a class moved, planned."""
+    from click.testing import CliRunner
+
+    from generator.cli import main
+    from tests.support.inventories import flame_data
+    from tests.support import snapshot
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    def run(*args):
+        return CliRunner().invoke(main, [*args, "--inventory", str(inventory), "--out", str(tmp_path / "rendered"),
+                                         *outputs[args[0]]])
+    inventory = tmp_path / "gpu_classes.yaml"
+    outputs = {"render": ["--bootstrap-out", str(tmp_path / "bootstrap"), "--docs-out", str(tmp_path / "runtimes.md")],
+               "plan": ["--base", "HEAD"]}
+    inventory.write_text(to_text(flame_data()))
+    assert run("render").exit_code == 0
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "one cluster")
+
+    inventory.write_text(to_text(platform_data()))
+    planned = run("plan")
+    assert planned.exit_code == 0, planned.output
+    assert planned.output.startswith("Plan for 3 clusters: ember: ")
+    assert "=== cluster hub" in planned.output
+    rendered = run("render")
+    assert rendered.exit_code == 0, rendered.output
+    assert sorted(p.name for p in (tmp_path / "rendered").iterdir()) == ["ember", "flame", "hub"]
+    for cluster in ("ember", "flame", "hub"):
+        listed = yaml.safe_load((tmp_path / "rendered" / cluster / KUSTOMIZATION_FILE).read_text())["resources"]
+        assert sorted(listed) == sorted(p.relative_to(tmp_path / "rendered" / cluster).as_posix()
+                                        for p in (tmp_path / "rendered" / cluster).rglob("*.yaml")
+                                        if p.name != KUSTOMIZATION_FILE)
+    assert list((tmp_path / "bootstrap").rglob("applicationset/*.yaml"))
+    before = snapshot(tmp_path / "rendered")
+    again = run("render")
+    assert again.output.count(": up to date") == 3 and snapshot(tmp_path / "rendered") == before
+    assert run("render", "--check").exit_code == 0
+
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "three clusters")
+    inventory.write_text(to_text(edited(platform_data(), lambda d: d["classes"]["a100"].__setitem__("cluster", "flame"),
+                                        lambda d: d["clusters"].pop("ember"))))
+    moved = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", str(tmp_path / "rendered"),
+                                      "--format", "markdown"])
+    assert moved.exit_code == 0, moved.output
+    assert "**a100**: class a100 moves from ember to flame" in moved.output
+    assert "#### cluster `ember`" in moved.output  # everything there removed
