@@ -6,17 +6,19 @@ Pure: returns {relative path: bytes}; writing is generator/files' job.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from generator import emit, limits, userdocs, versions
+from generator import emit, limits, parallel, userdocs, versions
 from generator.inventory import clusters
-from generator.builders import bootstrap_objects, cluster_synced_objects, synced_objects
+from generator.builders import bootstrap_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
 from generator.repo_server import KUSTOMIZATION_FILE
 from generator.errors import OverLimits
 from generator.inventory.models import Inventory
 
 Files = dict[str, bytes]
+Result = TypeVar("Result")
 
 @dataclass(frozen=True)
 class RenderedTrees:
@@ -33,16 +35,49 @@ def object_path(obj: dict[str, Any]) -> str:
     return f"{GROUP_FOLDERS[group]}/{obj['kind'].lower()}/{stem}.yaml"
 
 
-def _files(objects: list[dict[str, Any]], source: str, over_limits: list[tuple[str, str]] | None = None) -> Files:
+# An object already emitted at the same path of another cluster's tree, and equal: its bytes and its problems.
+Emitted = dict[str, tuple[dict[str, Any], bytes, list[str]]]
+Problems = list[tuple[str, str]]  # (path, reason): what Kubernetes or the file system would refuse (limits.py)
+
+# From this many objects the emission is shared with a second process (generator/parallel.py): below it, forking
+# costs more than it saves.
+PARALLEL_FROM = 2000
+
+
+def _emit(objects: list[dict[str, Any]], source: str, emitted: Emitted | None = None) -> tuple[Files, Problems]:
+    """Each object as its file, in `objects`' order, and what in them Kubernetes would refuse. `emitted`, shared by
+    the trees of several clusters, lets a tree reuse what another wrote for an equal object (every worker's
+    namespaces and LocalQueues are the manager's): comparing is cheaper than emitting again."""
     files: Files = {}
+    problems: Problems = []
     for obj in objects:
         path = object_path(obj)
         if path in files:
             raise ValueError(f"two objects would be written to {path}")
-        files[path] = emit.manifest(obj, source)
-        if over_limits is not None:  # what Kubernetes or the file system would refuse (limits.py)
-            over_limits.extend((path, reason) for reason in limits.object_problems(obj, path, files[path]))
-    return dict(sorted(files.items()))
+        known = emitted.get(path) if emitted is not None else None
+        if known is not None and known[0] == obj:
+            _, files[path], reasons = known
+        else:
+            files[path] = emit.manifest(obj, source)
+            reasons = limits.object_problems(obj, path, files[path])
+            if emitted is not None:
+                emitted[path] = (obj, files[path], reasons)
+        problems.extend((path, reason) for reason in reasons)
+    return files, problems
+
+
+def _emit_halves(objects: list[dict[str, Any]], source: str) -> tuple[Files, Problems]:
+    """_emit, the second half of a large tree on the other core."""
+    if len(objects) < PARALLEL_FROM:
+        return _emit(objects, source)
+    half = len(objects) // 2
+    (files, problems), (rest, more) = parallel.both(lambda: _emit(objects[:half], source),
+                                                    lambda: _emit(objects[half:], source))
+    for path in rest:
+        if path in files:
+            raise ValueError(f"two objects would be written to {path}")
+    files.update(rest)
+    return files, problems + more
 
 
 def kustomization(resources: list[str], source: str) -> bytes:
@@ -55,38 +90,95 @@ def kustomization(resources: list[str], source: str) -> bytes:
     return text.encode("utf-8")
 
 
-def _bootstrap_files(inventory: Inventory, source: str, over_limits: list[tuple[str, str]] | None = None) -> Files:
-    files = {f"{folder}/{path}": content for folder, objects in bootstrap_objects(inventory).items()
-             for path, content in _files(objects, source, over_limits).items()}
-    return dict(sorted(files.items()))
+def _bootstrap_files(inventory: Inventory, source: str) -> tuple[Files, Problems]:
+    files: Files = {}
+    problems: Problems = []
+    for folder, objects in bootstrap_objects(inventory).items():
+        emitted, found = _emit(objects, source)
+        files.update((f"{folder}/{path}", content) for path, content in emitted.items())
+        problems += [(f"{folder}/{path}", reason) for path, reason in found]
+    return dict(sorted(files.items())), problems
 
 
-def _synced_tree(objects: list[dict[str, Any]], source: str, over_limits: list[tuple[str, str]]) -> Files:
+def _synced_tree(objects: list[dict[str, Any]], source: str, emitted: Emitted | None = None
+                 ) -> tuple[Files, Problems]:
     """One Application's directory: a file per object, and the kustomization.yaml listing them. The object limit
     holds per directory."""
     if len(objects) > limits.MAX_OBJECTS:
         raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
-    files = _files(objects, source, over_limits)
+    files, problems = _emit(objects, source, emitted) if emitted is not None else _emit_halves(objects, source)
+    files = dict(sorted(files.items()))
     files[KUSTOMIZATION_FILE] = kustomization(list(files), source)
-    return files
+    return files, problems
 
 
-def _cluster_trees(inventory: Inventory, source: str, over_limits: list[tuple[str, str]]) -> Files:
-    """Several clusters: <cluster>/ per cluster, each its own synced tree (Argo CD syncs each to its cluster)."""
-    return {f"{name}/{path}": content for name, objects in cluster_synced_objects(inventory).items()
-            for path, content in _synced_tree(objects, source, over_limits).items()}
+def _in_folder(name: str, tree: tuple[Files, Problems]) -> tuple[Files, Problems]:
+    files, problems = tree
+    return ({f"{name}/{path}": content for path, content in files.items()},
+            [(f"{name}/{path}", reason) for path, reason in problems])
+
+
+# What a worker's namespace costs to build and write, against one of the manager's (which also carries MultiKueue's
+# objects and reuses nothing): measured at national scale, it balances the two shares of _cluster_trees.
+_WORKER_SHARE = 0.75
+
+
+def _shares(inventory: Inventory) -> tuple[list[str], list[str]]:
+    """The workers whose trees are made beside the manager's, and those made on the other core: about equal
+    shares of the work, counted in namespaces."""
+    size = {name: len(group.namespaces) + 1 for name, group in inventory.groups.items()}
+    cost = {worker: _WORKER_SHARE * sum(size[name] for name in inventory.groups
+                                        if worker in clusters.workers_of(inventory, name))
+            for worker in clusters.workers(inventory)}
+    here, load = [], float(sum(size.values()))
+    half = (load + sum(cost.values())) / 2
+    for worker in reversed(clusters.workers(inventory)):
+        if load + cost[worker] <= half:
+            here.insert(0, worker)
+            load += cost[worker]
+    return here, [worker for worker in clusters.workers(inventory) if worker not in here]
+
+
+def _cluster_trees(inventory: Inventory, source: str, beside: Callable[[], Result]
+                   ) -> tuple[tuple[Files, Problems], Result]:
+    """Several clusters: <cluster>/ per cluster, each its own synced tree (Argo CD syncs each to its cluster), and
+    beside(). A large platform's workers are shared out (_shares): some beside the manager and beside(), the rest
+    on the other core."""
+    def trees(manager: bool, workers: list[str]) -> tuple[Files, Problems]:
+        files: Files = {}
+        problems: Problems = []
+        emitted: Emitted = {}
+        if manager:
+            files, problems = _in_folder(clusters.manager(inventory),
+                                         _synced_tree(synced_objects(inventory, "manager"), source, emitted))
+        for worker in workers:
+            more, found = _in_folder(worker, _synced_tree(
+                synced_objects(clusters.worker_view(inventory, worker), "worker"), source, emitted))
+            files.update(more)
+            problems += found
+        return files, problems
+
+    if sum(len(group.namespaces) + 1 for group in inventory.groups.values()) < PARALLEL_FROM // 2:
+        return trees(True, clusters.workers(inventory)), beside()
+    here, there = _shares(inventory)
+    ((files, problems), result), (more, found) = parallel.both(lambda: (trees(True, here), beside()),
+                                                               lambda: trees(False, there))
+    files.update(more)
+    return (files, problems + found), result
 
 
 def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     """Raises errors.OverLimits when an object would exceed what Kubernetes or the file system accepts. For
     several clusters (docs/multi-cluster.md) rendered/ holds one tree per cluster."""
-    over_limits: list[tuple[str, str]] = []
+    def bootstrap_and_docs() -> tuple[Files, Problems, bytes]:
+        bootstrap, problems = _bootstrap_files(inventory, source)
+        return bootstrap, problems, userdocs.runtimes_page(inventory, source).encode("utf-8")
+
     if clusters.several(inventory):
-        synced = _cluster_trees(inventory, source, over_limits)
+        (synced, over_limits), (bootstrap, more, docs) = _cluster_trees(inventory, source, bootstrap_and_docs)
     else:
-        synced = _synced_tree(synced_objects(inventory), source, over_limits)
-    bootstrap = _bootstrap_files(inventory, source, over_limits)
-    if over_limits:
-        raise OverLimits(over_limits)
-    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap,
-                         docs=userdocs.runtimes_page(inventory, source).encode("utf-8"))
+        synced, over_limits = _synced_tree(synced_objects(inventory), source)
+        bootstrap, more, docs = bootstrap_and_docs()
+    if over_limits or more:
+        raise OverLimits(over_limits + more)
+    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap, docs=docs)

@@ -36,14 +36,6 @@ def synced_objects(inventory: Inventory, role: Literal["manager", "worker"] | No
     return [argocd.with_sync_wave(obj) for obj in objects]
 
 
-def cluster_synced_objects(inventory: Inventory) -> dict[str, list[dict[str, Any]]]:
-    """For several clusters (inventory clusters:): each cluster's synced objects, by cluster name."""
-    out = {clusters.manager(inventory): synced_objects(inventory, "manager")}
-    for worker in clusters.workers(inventory):
-        out[worker] = synced_objects(clusters.worker_view(inventory, worker), "worker")
-    return out
-
-
 def bootstrap_objects(inventory: Inventory) -> dict[str, list[dict[str, Any]]]:
     """bootstrap/ by folder: root/ is applied once by hand and syncs platform/ (the components, then gpugen)."""
     return {"root": bootstrap.root_objects(inventory), "platform": bootstrap.platform_objects(inventory)}

@@ -36,7 +36,7 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def write_new(path: Path, content: bytes, mode: int = 0o644, sync: bool = False) -> None:
+def write_new(path: Path | str, content: bytes, mode: int = 0o644, sync: bool = False) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         write_all(fd, content)
