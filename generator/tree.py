@@ -126,11 +126,14 @@ _WORKER_SHARE = 0.75
 def _shares(inventory: Inventory) -> tuple[list[str], list[str]]:
     """The workers whose trees are made beside the manager's, and those made on the other core: about equal
     shares of the work, counted in namespaces."""
-    size = {name: len(group.namespaces) + 1 for name, group in inventory.groups.items()}
-    cost = {worker: _WORKER_SHARE * sum(size[name] for name in inventory.groups
-                                        if worker in clusters.workers_of(inventory, name))
-            for worker in clusters.workers(inventory)}
-    here, load = [], float(sum(size.values()))
+    cost = dict.fromkeys(clusters.workers(inventory), 0.0)
+    load = 0.0  # the manager's
+    for name, group in inventory.groups.items():
+        size = len(group.namespaces) + 1
+        load += size
+        for worker in clusters.workers_of(inventory, name):
+            cost[worker] += _WORKER_SHARE * size
+    here: list[str] = []
     half = (load + sum(cost.values())) / 2
     for worker in reversed(clusters.workers(inventory)):
         if load + cost[worker] <= half:
@@ -150,7 +153,8 @@ def _cluster_trees(inventory: Inventory, source: str, beside: Callable[[], Resul
         emitted: Emitted = {}
         if manager:
             files, problems = _in_folder(clusters.manager(inventory),
-                                         _synced_tree(synced_objects(inventory, "manager"), source, emitted))
+                                         _synced_tree(synced_objects(clusters.manager_view(inventory), "manager"),
+                                                      source, emitted))
         for worker in workers:
             more, found = _in_folder(worker, _synced_tree(
                 synced_objects(clusters.worker_view(inventory, worker), "worker"), source, emitted))
@@ -158,7 +162,8 @@ def _cluster_trees(inventory: Inventory, source: str, beside: Callable[[], Resul
             problems += found
         return files, problems
 
-    if sum(len(group.namespaces) + 1 for group in inventory.groups.values()) < PARALLEL_FROM // 2:
+    # Each namespace brings at least its Namespace, LocalQueue and limits to the manager alone.
+    if sum(len(group.namespaces) for group in inventory.groups.values()) < PARALLEL_FROM // 2:
         return trees(True, clusters.workers(inventory)), beside()
     here, there = _shares(inventory)
     ((files, problems), result), (more, found) = parallel.both(lambda: (trees(True, here), beside()),

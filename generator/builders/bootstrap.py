@@ -258,39 +258,58 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
 
 def _component_objects(inventory: Inventory) -> list[dict[str, Any]]:
     """Per installed component its chart repository, AppProject and Application (for several clusters one per
-    cluster, each with that cluster's values); on one cluster, Kueue's kube-system binding."""
+    cluster that installs it, each with that cluster's view); on one cluster, Kueue's kube-system binding."""
+    if clusters.several(inventory):
+        return _cluster_component_objects(inventory)
     objects: list[dict[str, Any]] = []
-    several = clusters.several(inventory)
-    members = cluster_members(inventory) if several else []
     for name, component in components(inventory).items():
-        chart = COMPONENTS[name].chart
         if chart_source(inventory, name).oci:
             objects.append(chart_repository(inventory, name))
-        # CreateNamespace=true: Argo CD creates the component's namespace in the sync, under the project's rules;
-        # the project allows that one Namespace by name.
-        namespace_kind = {"group": "", "kind": "Namespace", "name": component.namespace}
-        project = app_project(inventory, name, [component.namespace], (*chart.cluster_kinds, namespace_kind),
-                              chart.namespaced_kinds, "-1")
-        objects.append(project)
-        if not several:
-            objects.append(component_application(inventory, name, component))
+        objects += [_component_project(inventory, name, [component.namespace]),
+                    component_application(inventory, name, component)]
+    # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
+    objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
+    return objects
+
+
+def _component_project(inventory: Inventory, name: str, namespaces: list[str]) -> dict[str, Any]:
+    chart = COMPONENTS[name].chart
+    # CreateNamespace=true: Argo CD creates the component's namespace in the sync, under the project's rules;
+    # the project allows that Namespace by name.
+    namespace_kinds = [{"group": "", "kind": "Namespace", "name": namespace} for namespace in namespaces]
+    return app_project(inventory, name, namespaces[:1], (*chart.cluster_kinds, *namespace_kinds),
+                       chart.namespaced_kinds, "-1")
+
+
+def _cluster_component_objects(inventory: Inventory) -> list[dict[str, Any]]:
+    """Several clusters: per component the clusters that install it (their own settings: clusters.components_on),
+    its project over their servers, and one Application each."""
+    objects: list[dict[str, Any]] = []
+    members = cluster_members(inventory)
+    for name in COMPONENTS:
+        installs = [(cluster, server, role, view, view.cluster.components.by_name()[name])
+                    for cluster, server, role, view in members if view.cluster.components.by_name()[name].install]
+        if not installs:
             continue
+        if chart_source(inventory, name).oci:
+            objects.append(chart_repository(inventory, name))
+        namespaces = list(dict.fromkeys(component.namespace for *_, component in installs))
+        project = _component_project(inventory, name, namespaces)
         # Kueue's chart binds its visibility server in kube-system on each cluster (kueue_values).
-        namespaces = [component.namespace, *([KUBE_SYSTEM] if name == "kueue" else [])]
-        project["spec"]["destinations"] = [{"server": server, "namespace": ns}
-                                           for _, server, _, _ in members for ns in namespaces]
-        for cluster, server, role, view in members:
-            objects.append(component_application(view, name, component, (cluster, server, role)))
-    if not several:
-        # Before the Kueue Application (wave -1): see rbac.kueue_visibility_auth_reader.
-        objects += [{**b, "metadata": _waved(b["metadata"], "-1")} for b in rbac.kueue_visibility_auth_reader(inventory)]
+        project["spec"]["destinations"] = [
+            {"server": server, "namespace": namespace} for _, server, _, _, component in installs
+            for namespace in (component.namespace, *([KUBE_SYSTEM] if name == "kueue" else []))]
+        objects.append(project)
+        objects += [component_application(view, name, component, (cluster, server, role))
+                    for cluster, server, role, view, component in installs]
     return objects
 
 
 def cluster_members(inventory: Inventory) -> list[tuple[str, str, Role, Inventory]]:
     """Several clusters: per cluster (the manager first) its name, the server Argo CD reaches it at (Argo CD runs
     on the manager: in-cluster there), its role, and its view of the inventory."""
-    out: list[tuple[str, str, Role, Inventory]] = [(clusters.manager(inventory), argocd.IN_CLUSTER, "manager", inventory)]
+    out: list[tuple[str, str, Role, Inventory]] = [
+        (clusters.manager(inventory), argocd.IN_CLUSTER, "manager", clusters.manager_view(inventory))]
     for worker in clusters.workers(inventory):
         out.append((worker, inventory.clusters[worker].server, "worker", clusters.worker_view(inventory, worker)))
     return out
@@ -299,8 +318,8 @@ def cluster_members(inventory: Inventory) -> list[tuple[str, str, Role, Inventor
 def tree_destinations(inventory: Inventory) -> list[tuple[str, str, list[str]]]:
     """Several clusters: per cluster (cluster_members' order) its name, server, and the namespaces its tree writes
     to (its research namespaces, and on a worker Kueue's, where MultiKueue's ServiceAccount lives)."""
-    kueue_namespace = inventory.cluster.components.kueue.namespace
-    return [(name, server, [*research_namespaces(view), *([kueue_namespace] if role == "worker" else [])])
+    return [(name, server, [*research_namespaces(view),
+                            *([view.cluster.components.kueue.namespace] if role == "worker" else [])])
             for name, server, role, view in cluster_members(inventory)]
 
 

@@ -268,6 +268,21 @@ Components = create_model(
     **{name: _component_field(name, facts.default_namespace) for name, facts in COMPONENTS.items()})
 
 
+def _own_component(name: str, default_namespace: str) -> type[Component]:
+    # The namespace needs no value here: a cluster's setting takes the platform's for every field it leaves out.
+    return create_model(f"Own{_COMPONENT_SETTINGS.get(name, Component).__name__}",
+                        __base__=_COMPONENT_SETTINGS.get(name, Component), __module__=__name__,
+                        namespace=(DnsLabel, default_namespace))
+
+
+# One optional field per row of the component table.
+ClusterComponents = create_model(
+    "ClusterComponents", __base__=Strict, __module__=__name__,
+    __doc__="""One cluster's own component settings (several clusters): each field given here replaces that of
+    cluster.components on this cluster alone; what is left out is the platform's.""",
+    **{name: (_own_component(name, facts.default_namespace) | None, None) for name, facts in COMPONENTS.items()})
+
+
 class Queueing(Strict):
     """How research groups share a cohort's GPUs."""
 
@@ -335,6 +350,9 @@ class PlatformCluster(Strict):
     # Its API server, as Argo CD and MultiKueue reach it (a path for servers behind a proxy such as Rancher's).
     server: Annotated[str, StringConstraints(
         pattern=r"^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")]
+    # What this cluster does differently from cluster.components: a component it already runs (install: false,
+    # existing: true), one in another namespace.
+    components: ClusterComponents | None = None
 
 
 class Toleration(Strict):

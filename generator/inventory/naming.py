@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from generator.components import COMPONENTS
-from generator.inventory import duration
+from generator.inventory import clusters, duration
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory
 from generator.inventory.quantity import parse_quantity
 
@@ -54,7 +54,9 @@ def reserved_namespaces(inventory: Inventory) -> list[str]:
     """Namespaces of the platform's controllers (installed or adopted), of Kubernetes itself, of Argo CD and of the
     site's monitoring: never a research namespace."""
     monitoring = inventory.cluster.monitoring
-    return sorted({component.namespace for component in inventory.cluster.components.by_name().values()}
+    settings = [inventory.cluster.components,
+                *(clusters.components_on(inventory, name) for name in inventory.clusters or ())]
+    return sorted({component.namespace for components in settings for component in components.by_name().values()}
                   | set(SYSTEM_NAMESPACES) | {inventory.cluster.gitops.applicationNamespace}
                   | ({monitoring.namespace} if monitoring else set()))
 

@@ -14,11 +14,12 @@ from decimal import Decimal
 from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_total, parse_quantity
-from generator.inventory import duration
+from generator.inventory import clusters, duration
 from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, allocated_pods, default_priority,
                                         flavor_name, reserved_namespaces, runtime_name, walltime_seconds)
 
-Finding = tuple[tuple[str | int, ...], str]
+Loc = tuple[str | int, ...]
+Finding = tuple[Loc, str]
 
 # Kueue v1beta2's CRD limits on what the inventory sizes (maxProperties/maxItems): ResourceFlavor nodeLabels and
 # tolerations, and the flavors of one ClusterQueue resource group.
@@ -135,16 +136,28 @@ def _check_clusters(inventory: Inventory) -> Iterator[Finding]:
 
 
 def _check_components(inventory: Inventory) -> Iterator[Finding]:
-    for name, component in inventory.cluster.components.by_name().items():
-        needs = COMPONENTS[name].needs
-        if not component.install and not component.existing:
-            yield ("cluster", "components", name, "install"), (
-                f"{name} is not installed and no existing installation is declared, but the rendered tree needs "
-                f"{needs}: set install: true, or existing: true if the cluster already runs it")
-        if component.install and component.existing:
-            yield ("cluster", "components", name, "existing"), (
-                f"{name}: existing: true declares an installation gpugen does not manage; with install: true gpugen "
-                "would install a second one. Choose one")
+    """Each component installed or declared existing, not both: on the one cluster, or on each of several with its
+    own settings (clusters.components_on), reported where the setting is written."""
+    seen: set[Loc] = set()
+    for cluster in inventory.clusters or [None]:
+        settings = (inventory.cluster.components if cluster is None
+                    else clusters.components_on(inventory, cluster))
+        own = inventory.clusters[cluster].components if cluster is not None else None
+        for name, component in settings.by_name().items():
+            where: Loc = (("clusters", cluster, "components", name) if own is not None and getattr(own, name)
+                          else ("cluster", "components", name))
+            on = f" on cluster {cluster!r}" if cluster is not None else ""
+            needs = COMPONENTS[name].needs
+            if not component.install and not component.existing and where + ("install",) not in seen:
+                seen.add(where + ("install",))
+                yield where + ("install",), (
+                    f"{name} is not installed{on} and no existing installation is declared, but the rendered tree "
+                    f"needs {needs}: set install: true, or existing: true if the cluster already runs it")
+            if component.install and component.existing and where + ("existing",) not in seen:
+                seen.add(where + ("existing",))
+                yield where + ("existing",), (
+                    f"{name}: existing: true declares an installation gpugen does not manage; with install: true "
+                    f"gpugen would install a second one{on}. Choose one")
 
 
 def _check_classes(inventory: Inventory) -> Iterator[Finding]:

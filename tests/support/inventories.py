@@ -81,6 +81,13 @@ def platform_data() -> dict:
     return edited(flame_data(), spread)
 
 
+def own_components(data: dict) -> None:
+    """platform_data()'s ember with components of its own: it already runs Kyverno (adopted, not installed), and its
+    Kueue goes to the namespace `kueue`."""
+    data["clusters"]["ember"]["components"] = {"kyverno": {"install": False, "existing": True},
+                                               "kueue": {"namespace": "kueue"}}
+
+
 def platform(data: dict | None = None) -> Inventory:
     """platform_data() (or `data`), validated."""
     return load_inventory_text(to_text(platform_data() if data is None else data), "platform.yaml")

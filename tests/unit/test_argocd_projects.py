@@ -41,18 +41,20 @@ def test_every_application_and_every_object_it_applies_is_inside_its_project(che
 
 
 @pytest.mark.tools  # helm renders the component charts (components.chart_objects, cached)
-def test_several_clusters_every_application_generated_or_not_stays_inside_its_project(checker):
+@pytest.mark.parametrize("own", [False, True], ids=["same-components", "a-cluster-with-its-own"])
+def test_several_clusters_every_application_generated_or_not_stays_inside_its_project(checker, own):
     """Several clusters (tests/support/inventories.platform()): the ApplicationSet expanded by the ApplicationSet
     controller's own code gives one Application per cluster, syncing that cluster's tree to its server and keeping
-    its objects when deleted; those Applications, every component Application (one per cluster) and every object
-    each applies are inside their projects, by server, namespace and kind."""
+    its objects when deleted; those Applications, every component Application (one per cluster that installs it)
+    and every object each applies are inside their projects, by server, namespace and kind. Also with a cluster
+    that has components of its own (tests/support/inventories.own_components: Kyverno adopted, Kueue elsewhere)."""
     import yaml
 
     from generator.repo_server import KUSTOMIZATION_FILE
     from generator.tree import render_trees
-    from tests.support.inventories import platform
+    from tests.support.inventories import edited, own_components, platform, platform_data
 
-    rendered = render_trees(platform(), "platform.yaml")
+    rendered = render_trees(platform(edited(platform_data(), own_components) if own else None), "platform.yaml")
     bootstrap_objects = [yaml.safe_load(content) for content in rendered.bootstrap.values()]
     projects = [o for o in bootstrap_objects if o["kind"] == "AppProject"]
     (application_set,) = [o for o in bootstrap_objects if o["kind"] == "ApplicationSet"]
@@ -70,7 +72,7 @@ def test_several_clusters_every_application_generated_or_not_stays_inside_its_pr
         return [P.Manifest.of(yaml.safe_load(content)) for path, content in rendered.synced.items()
                 if path.startswith(cluster + "/") and not path.endswith(KUSTOMIZATION_FILE)]
     apps = [o for o in bootstrap_objects if o["kind"] == "Application"]
-    assert len([a for a in apps if "gpugen/component" in a["metadata"].get("labels", {})]) == 4 * len(servers)
+    assert len([a for a in apps if "gpugen/component" in a["metadata"].get("labels", {})]) == 4 * len(servers) - own
     entries = P.checker_entries([(app, P.application_manifests(app)) for app in apps if app["spec"]["source"].get("chart")]
                                 + [(app, tree(app["spec"]["source"]["path"].removeprefix("rendered/")))
                                    for app in generated])
@@ -80,7 +82,8 @@ def test_several_clusters_every_application_generated_or_not_stays_inside_its_pr
     astray = copy.deepcopy(next(a for a in generated if a["metadata"]["name"].endswith("-ember")))
     astray["spec"]["destination"]["server"] = IN_CLUSTER
     lines = P.run_checker(checker, projects, P.checker_entries([(astray, tree("ember"))]))
-    assert any("namespace kueue-system is not permitted in project 'flame-gpugen'" in line for line in lines), lines
+    namespace = "kueue" if own else "kueue-system"
+    assert any(f"namespace {namespace} is not permitted in project 'flame-gpugen'" in line for line in lines), lines
 
 
 # ---------------------------------------------------------------- the checker can fail

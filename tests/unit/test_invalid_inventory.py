@@ -254,6 +254,14 @@ CASES = [
          "cluster: ember", "classes.gh200.cluster", r"unknown cluster 'ember'"),
     Case("class-on-the-manager", [CLUSTERS, (GH200_WALLTIME, GH200_WALLTIME + "    cluster: hub\n")],
          "cluster: hub", "classes.gh200.cluster", r"'hub' is the manager"),
+    Case("cluster-component-neither-installed-nor-existing",
+         [(CLUSTERS[0], CLUSTERS[1].replace("flame.example.org:6443}", "flame.example.org:6443, "
+                                            "components: {kyverno: {install: false}}}")), ON_FLAME],
+         "flame: {role", "clusters.flame.components.kyverno.install", r"not installed on cluster 'flame'"),
+    Case("research-namespace-of-a-cluster-component",
+         [(CLUSTERS[0], CLUSTERS[1].replace("flame.example.org:6443}", "flame.example.org:6443, "
+                                            "components: {kueue: {namespace: vision-lab}}}")), ON_FLAME],
+         "namespaces: [vision-lab]", "groups.vision-lab.namespaces[0]", r"'vision-lab' belongs to the platform"),
     Case("worker-without-a-class",
          [with_cluster("ember: {role: worker, server: https://ember.example.org}"), ON_FLAME],
          "ember:", "clusters.ember", r"worker 'ember' runs no GPU class"),

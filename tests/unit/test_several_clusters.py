@@ -16,7 +16,7 @@ from generator.inventory import load_inventory_text
 from generator.kinds import SYNCED_KINDS, project_whitelist
 from generator.repo_server import KUSTOMIZATION_FILE
 from generator.tree import RenderedTrees, render_trees
-from tests.support.inventories import edited, platform, platform_data, to_text
+from tests.support.inventories import edited, own_components, platform, platform_data, to_text
 
 MULTIKUEUE_KINDS = {kind for kind, facts in SYNCED_KINDS.items() if facts.several_clusters}
 
@@ -296,3 +296,29 @@ def test_the_cli_renders_several_clusters_and_plans_them_against_git(tmp_path):
     assert moved.exit_code == 0, moved.output
     assert "**a100**: class a100 moves from ember to flame" in moved.output
     assert "#### cluster `ember`" in moved.output  # everything there removed
+
+
+def test_a_cluster_with_components_of_its_own_gets_them_and_the_others_are_untouched(rendered):
+    """A cluster's own components: no Application for what it adopts, its Kueue where it says, everything that
+    names Kueue's namespace or identity on that cluster following; the other clusters render as before."""
+    changed = render_trees(platform(edited(platform_data(), own_components)), "platform.yaml")
+    for cluster in ("hub", "flame"):
+        assert {p: c for p, c in changed.synced.items() if p.startswith(cluster + "/")} == \
+            {p: c for p, c in rendered.synced.items() if p.startswith(cluster + "/")}
+    bootstrap = {path: yaml.safe_load(content) for path, content in changed.bootstrap.items()}
+    apps = {o["metadata"]["name"]: o for o in bootstrap.values() if o["kind"] == "Application"}
+    assert "ember-kyverno" not in apps and {"hub-kyverno", "flame-kyverno", "ember-jobset"} <= set(apps)
+    assert apps["ember-kueue"]["spec"]["destination"] == {"server": "https://ember.example.org:6443",
+                                                          "namespace": "kueue"}
+    projects = {o["metadata"]["name"]: o["spec"] for o in bootstrap.values() if o["kind"] == "AppProject"}
+    assert "https://ember.example.org:6443" not in {d["server"] for d in projects["flame-kyverno"]["destinations"]}
+    assert {"server": "https://ember.example.org:6443", "namespace": "kueue"} in projects["flame-kueue"]["destinations"]
+    assert {"group": "", "kind": "Namespace", "name": "kueue"} in projects["flame-kueue"]["clusterResourceWhitelist"]
+    ember = {p.removeprefix("ember/"): c.decode() for p, c in changed.synced.items() if p.startswith("ember/")}
+    assert "core/serviceaccount/kueue.multikueue.yaml" in ember
+    assert not [p for p in ember if p.startswith("core/serviceaccount/kueue-system.")]
+    identities = [p for p, text in ember.items() if "system:serviceaccount:kueue:" in text]
+    assert identities and not [p for p, text in ember.items() if "system:serviceaccount:kueue-system:" in text]
+    # The gpugen project lets ember's tree write MultiKueue's ServiceAccount into that namespace.
+    (appset_project,) = [s for name, s in projects.items() if name.endswith("-gpugen")]
+    assert {"server": "https://ember.example.org:6443", "namespace": "kueue"} in appset_project["destinations"]
