@@ -353,6 +353,7 @@ class Run:
     returncode: int
     by_case: dict[int, list[tuple[str, dict[str, Any]]]]
     images: dict[str, str]  # placeholder -> value (the registry's address, digests)
+    cli_totals: list[int]  # per CLI process, in the order they were started: the results its suites expect
 
 
 def module_dir(module: str, version: str) -> Path | None:
@@ -419,26 +420,61 @@ def case_objects(inventories) -> dict[tuple[str, str, str], dict[str, Any]]:
     return objects
 
 
+# The CLI runs a directory's suites one after the other on one core: the suites are shared out over this many
+# directories, each run by its own CLI process at the same time.
+CLI_PROCESSES = 2
+
+
+def _shares(root: Path, suites: dict[str, Suite], count: int) -> list[Path]:
+    """The suites under `root` moved into `count` directories of about equal numbers of results."""
+    shares = [root.parent / f"{root.name}-{index}" for index in range(count)]
+    loads = [0] * count
+    for suite in sorted(suites.values(), key=lambda suite: -len(suite.expected)):
+        index = loads.index(min(loads))
+        shares[index].mkdir(exist_ok=True)
+        (root / suite.name).rename(shares[index] / suite.name)
+        loads[index] += len(suite.expected)
+    return [share for share in shares if share.is_dir()]
+
+
 @pytest.fixture(scope="session")
 def run(tmp_path_factory, inventories, case_objects, crds, registry) -> Run:
     binary = require_tool(kyverno_path(), f"kyverno CLI {pin('KYVERNO')}", "run `make tools` (tools/build.sh kyverno)")
     suites, rows, stdout, returncode = {}, {}, "", 0
+    runs: list[tuple[Path, Path]] = []  # (suites directory, DOCKER_CONFIG)
     for credentials in (False, True):
         root = tmp_path_factory.mktemp("kyverno-suites-creds" if credentials else "kyverno-suites")
         cases = [case for case in CASES if case.credentials == credentials]
-        suites.update(build_suites(root, inventories, case_objects, crds, cases, images=registry))
+        built = build_suites(root, inventories, case_objects, crds, cases, images=registry)
+        suites.update(built)
         # The CLI reads registry credentials with go-containerregistry's default keychain (DOCKER_CONFIG).
         docker = tmp_path_factory.mktemp("docker-config")
         if credentials:
             auth = base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode()
             (docker / "config.json").write_text(json.dumps({"auths": {
                 registry[name]: {"auth": auth} for name in (REGISTRY, LOCALHOST_REGISTRY)}}))
-        done = subprocess.run([binary, "test", str(root), "--output-format", "json", "--detailed-results",
-                               "--remove-color"], capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "DOCKER_CONFIG": str(docker), **HTTP_BLOCKLIST})
-        stdout += done.stdout + done.stderr
-        rows.update(parse_output(done.stdout))
-        returncode = returncode or done.returncode
+        runs += [(share, docker) for share in _shares(root, built, 1 if credentials else CLI_PROCESSES)]
+    processes: list[tuple[subprocess.Popen, Path]] = []
+    try:
+        for share, docker in runs:
+            # To files, not pipes: a process whose pipe is not being read would stall.
+            output = share.parent / f"{share.name}.out"
+            with open(output, "w") as out, open(f"{output}.err", "w") as err:
+                processes.append((subprocess.Popen(
+                    [binary, "test", str(share), "--output-format", "json", "--detailed-results", "--remove-color"],
+                    stdout=out, stderr=err, text=True,
+                    env={**os.environ, "DOCKER_CONFIG": str(docker), **HTTP_BLOCKLIST}), output))
+        for process, output in processes:
+            process.wait(timeout=900)
+            out = output.read_text()
+            stdout += out + Path(f"{output}.err").read_text()
+            rows.update(parse_output(out))
+            returncode = returncode or process.returncode
+    finally:
+        for process, _ in processes:  # a timeout or an interrupt: stop the rest by their ids
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     by_case: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for name, suite in suites.items():
         got = rows.get(name, [])
@@ -446,7 +482,9 @@ def run(tmp_path_factory, inventories, case_objects, crds, registry) -> Run:
             f"suite {name}: {len(suite.expected)} results expected, the CLI reported {len(got)}\n{stdout[-5000:]}")
         for (case, policy), row in zip(suite.expected, got):
             by_case[case.index].append((policy, row))
-    return Run(suites, rows, stdout, returncode, by_case, registry)
+    cli_totals = [sum(len(suites[suite.name].expected) for suite in share.iterdir() if suite.is_dir())
+                  for share, _ in runs]
+    return Run(suites, rows, stdout, returncode, by_case, registry, cli_totals)
 
 
 # --- the checks -------------------------------------------------------------------------------------------
@@ -456,11 +494,11 @@ def test_every_suite_ran_and_the_cli_reports_no_failure(run):
     assert set(run.rows) == set(run.suites), run.stdout[-5000:]
     failed = [(suite, row) for suite, rows in run.rows.items() for row in rows if row["RESULT"] != "Pass"]
     assert not failed, "\n".join(f"{suite}: {row}" for suite, row in failed)
-    # One CLI run without registry credentials, one with.
-    totals = [sum(len(suite.expected) for suite in run.suites.values() if suite.credentials == credentials)
-              for credentials in (False, True)]
+    # CLI_PROCESSES runs without registry credentials, one with; together every suite's results.
+    assert len(run.cli_totals) == CLI_PROCESSES + 1
+    assert sum(run.cli_totals) == sum(len(suite.expected) for suite in run.suites.values())
     summary = [line for line in run.stdout.splitlines() if line.startswith("Test Summary")]
-    assert summary == [f"Test Summary: {total} tests passed and 0 tests failed" for total in totals], (
+    assert summary == [f"Test Summary: {total} tests passed and 0 tests failed" for total in run.cli_totals], (
         summary, run.stdout[-3000:])
     assert run.returncode == 0, run.stdout[-5000:]
 
