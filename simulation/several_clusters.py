@@ -197,16 +197,18 @@ def wait_deployments(admin: Client, member_name: str, namespaces: list[str], che
 
 # ---------------------------------------------------------------- MultiKueue's credentials, made as documented
 
-def multikueue_secret(manager: Member, worker: Member, namespace: str) -> dict:
+def multikueue_secret(manager: Member, worker: Member, namespace: str, worker_namespace: str) -> dict:
     """docs/multi-cluster.md "Credentials, made by hand": on the worker a token of its `multikueue`
-    ServiceAccount; on the manager a Secret multikueue-<worker> in Kueue's namespace with a kubeconfig under the key
-    `kubeconfig` (the worker's CA inline: Kueue refuses file paths)."""
+    ServiceAccount (in the worker's Kueue namespace); on the manager a Secret multikueue-<worker> in the manager's
+    Kueue namespace with a kubeconfig under the key `kubeconfig` (the worker's CA inline: Kueue refuses file
+    paths)."""
     kube = worker.plane.kube
-    url = kube.resource_url("v1", "ServiceAccount", namespace, "multikueue") + "/token"
+    url = kube.resource_url("v1", "ServiceAccount", worker_namespace, "multikueue") + "/token"
     r = kube.http.post(url, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                   "spec": {"expirationSeconds": 7 * 24 * 3600}}, timeout=30)
     if r.status_code != 201:
-        raise ComponentFailed(f"{worker.name}: token for {namespace}/multikueue: {r.status_code} {vs.message(r)}")
+        raise ComponentFailed(f"{worker.name}: token for {worker_namespace}/multikueue: {r.status_code} "
+                              f"{vs.message(r)}")
     ca = base64.b64encode((worker.plane.pki / "ca.crt").read_bytes()).decode()
     kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": worker.name,
                   "clusters": [{"name": worker.name, "cluster": {"server": kube.server,
@@ -274,16 +276,17 @@ def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) 
     net = PodNetwork.start(work)
     members: dict[str, Member] = {}
     try:
-        roles = [(inventory_clusters.manager(inventory), "manager", inventory)]
+        roles = [(inventory_clusters.manager(inventory), "manager", inventory_clusters.manager_view(inventory))]
         roles += [(w, "worker", inventory_clusters.worker_view(inventory, w)) for w in inventory_clusters.workers(inventory)]
         for index, (name, role, view) in enumerate(roles):
             members[name] = start_member(work, index, name, role, view, trees, applications, net, log)
             timings[name] = time.monotonic() - t0
             log(f"{name} ({role}) ready at {timings[name]:.1f}s")
         manager = members[roles[0][0]]
-        kueue_namespace = inventory.cluster.components.kueue.namespace
-        for name, role, _ in roles[1:]:
-            manager.admin.apply(multikueue_secret(manager, members[name], kueue_namespace))
+        kueue_namespace = roles[0][2].cluster.components.kueue.namespace
+        for name, role, view in roles[1:]:
+            manager.admin.apply(multikueue_secret(manager, members[name], kueue_namespace,
+                                                  view.cluster.components.kueue.namespace))
         poll(lambda: manager.check_running() or multikueue_connected(manager.admin, inventory), TIMEOUT,
              "the manager's MultiKueueClusters, AdmissionChecks and ClusterQueues Active", interval=0.5)
         timings["connected"] = time.monotonic() - t0
