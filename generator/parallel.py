@@ -1,9 +1,11 @@
-"""Two pure computations at once, the second in a forked child on the other core.
+"""Two computations at once, the second in a forked child on the other core.
 
 A large render spends most of its time emitting YAML, one object at a time, on one core. Forking shares the built
 objects with the child without copying them; only the child's result (bytes) comes back, pickled through a pipe.
-Both computations are pure, so the outcome is the one a single process gets: when the child cannot run or fails,
-the second computation is done here instead, and raises here what it raised there.
+For a pure computation the outcome is the one a single process gets: when the child fails or is killed, the
+second computation is done again here, and raises here what it raised there. Writing files is not done twice
+(generator/files/staging.py: retry=False): the child's error is raised here as it was, an OSError such as a full
+disk, which the render reports, leaving its outputs as they were.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def both(first: Callable[[], First], second: Callable[[], Second]) -> tuple[First, Second]:
+def both(first: Callable[[], First], second: Callable[[], Second], retry: bool = True) -> tuple[First, Second]:
     """first() here and second() in a child process, side by side; in this process one after the other where
-    there is one core or no fork."""
+    there is one core or no fork. When second() fails in the child: done again here (retry), else its exception
+    raised here (ChildProcessError, an OSError, if it cannot be sent or the child was killed)."""
     if not hasattr(os, "fork") or _cores() < 2:
         return first(), second()
     read_end, write_end = os.pipe()
@@ -39,7 +42,13 @@ def both(first: Callable[[], First], second: Callable[[], Second]) -> tuple[Firs
             # A collection would touch every object inherited from the parent, copying its pages.
             gc.disable()
             os.close(read_end)
-            data = pickle.dumps(second(), protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                data = pickle.dumps((True, second()), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as error:  # noqa: BLE001  (sent to the parent, which decides)
+                try:
+                    data = pickle.dumps((False, error), protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception:  # noqa: BLE001
+                    data = pickle.dumps((False, None))
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)
             code = 0
@@ -57,6 +66,12 @@ def both(first: Callable[[], First], second: Callable[[], Second]) -> tuple[Firs
             if not reaped:  # first() raised, or this process was interrupted: stop the child by its id
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) == 0:
-        return here, pickle.loads(data)
-    return here, second()
+    ok, result = pickle.loads(data) if data and os.waitstatus_to_exitcode(status) == 0 else (False, None)
+    if ok:
+        return here, result
+    if retry:
+        return here, second()
+    if isinstance(result, BaseException):
+        raise result
+    raise ChildProcessError(f"the second process ended with status {os.waitstatus_to_exitcode(status)} "
+                            "before it could report")

@@ -1,6 +1,7 @@
 """Lay objects out as files: one object per file, paths derived from group, kind, namespace and name.
 
-Pure: returns {relative path: bytes}; writing is generator/files' job.
+Pure: returns {relative path: bytes}; writing is generator/files' job. A large render shares the emission with a
+forked child on the second core (generator/parallel.py), with the same result.
 """
 
 from __future__ import annotations

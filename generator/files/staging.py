@@ -68,7 +68,7 @@ class PendingTree:
             else:  # half the files from a second process, on the other core
                 half = len(items) // 2
                 parallel.both(lambda: self._write(directory, staging, items[:half]),
-                              lambda: self._write(directory, staging, items[half:]))
+                              lambda: self._write(directory, staging, items[half:]), retry=False)
             os.chmod(staging, 0o755)  # mkdtemp makes it 0700
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

@@ -3,6 +3,7 @@ render, shared over two processes, byte for byte the render of one."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
@@ -44,6 +45,26 @@ def test_a_child_killed_is_replaced_by_the_computation_here(two_cores):
             os.kill(os.getpid(), signal.SIGKILL)
         return "computed here"
     assert parallel.both(lambda: 1, second) == (1, "computed here")
+
+
+def test_without_retry_the_childs_error_is_raised_here_as_it_was(two_cores):
+    """Writing files is not done twice: a full disk in the child is a full disk here."""
+    calls = []
+
+    def second():
+        calls.append(os.getpid())
+        raise OSError(errno.ENOSPC, "No space left on device", "/out/core/x.yaml")
+    with pytest.raises(OSError) as raised:
+        parallel.both(lambda: 1, second, retry=False)
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, "/out/core/x.yaml")
+    assert calls == []  # not called here
+
+
+def test_without_retry_a_killed_child_is_an_os_error(two_cores):
+    def second():
+        os.kill(os.getpid(), signal.SIGKILL)
+    with pytest.raises(ChildProcessError, match="before it could report"):
+        parallel.both(lambda: 1, second, retry=False)
 
 
 def test_when_the_first_fails_the_child_is_stopped_and_reaped(two_cores, tmp_path):
@@ -90,13 +111,24 @@ def test_a_large_tree_written_by_two_processes_is_the_tree(monkeypatch, tmp_path
     assert read_tree(tmp_path / "out") == files
 
 
+def test_a_write_failing_in_either_process_leaves_no_staging_behind(monkeypatch, tmp_path):
+    """A file where the other half needs a directory: whichever process meets the clash, the render gets an
+    OSError and the staging directory is removed; the output was never made."""
+    files = {"clash": b"a file\n", **{f"core/namespace/n{index:05d}.yaml": b"x\n"
+                                        for index in range(staging.PARALLEL_FROM)}, "clash/inside.yaml": b"y\n"}
+    forks = count_forks(monkeypatch)
+    with pytest.raises(OSError):
+        staging.pending_tree(files, tmp_path / "out").stage()
+    assert forks and sorted(os.listdir(tmp_path)) == []
+
+
 def count_forks(monkeypatch) -> list[int]:
     calls: list[int] = []
     original = parallel.both
 
-    def counted(first, second):
+    def counted(first, second, **options):
         calls.append(1)
-        return original(first, second)
+        return original(first, second, **options)
     monkeypatch.setattr(parallel, "both", counted)
     monkeypatch.setattr(parallel, "_cores", lambda: 2)
     return calls
