@@ -13,7 +13,7 @@ import yaml
 
 from generator.inventory.quantity import parse_quantity
 from generator.kinds import SYNCED_KINDS
-from generator.repo_server import KUSTOMIZATION_FILE
+from generator.repo_server import KUSTOMIZATION_FILE, cluster_folders
 from generator.builders import kyverno
 from generator.inventory import duration
 from generator.inventory.naming import GPU_CLASS_ANNOTATION, JOB_LIMITS
@@ -392,9 +392,8 @@ class ClusterPlans:
 
 def cluster_trees(files: Files) -> dict[str, Files]:
     """A tree of several clusters split by cluster ({cluster: {path in its tree: bytes}}); {} for a tree of one
-    cluster. Each cluster's tree is a folder with its own kustomization.yaml."""
-    names = {path.partition("/")[0] for path in files if path.count("/") == 1 and path.endswith("/" + KUSTOMIZATION_FILE)}
-    out: dict[str, Files] = {name: {} for name in sorted(names)}
+    cluster (repo_server.cluster_folders)."""
+    out: dict[str, Files] = {name: {} for name in sorted(cluster_folders(files))}
     for path, content in files.items():
         cluster, _, rest = path.partition("/")
         if cluster in out:

@@ -10,11 +10,17 @@ KUSTOMIZATION_FILE = "kustomization.yaml"
 REPO_SERVER_MAX_DIRECTORY_BYTES = 10_000_000
 
 
+def cluster_folders(synced_files: dict[str, bytes]) -> set[str]:
+    """The folders of a synced tree of several clusters: one per cluster, each with its own kustomization.yaml
+    (one Application each); none for the tree of one cluster."""
+    return {path.partition("/")[0] for path in synced_files
+            if path.count("/") == 1 and path.endswith("/" + KUSTOMIZATION_FILE)}
+
+
 def directory_size_warning(synced_files: dict[str, bytes]) -> str | None:
     """A warning when the manifests one Application reads exceed Argo CD's repo server's default limit, else None.
-    A tree of several clusters is one Application per cluster's folder (each with its own kustomization.yaml)."""
-    folders = {path.partition("/")[0] for path in synced_files
-               if path.count("/") == 1 and path.endswith("/" + KUSTOMIZATION_FILE)}
+    A tree of several clusters is one Application per cluster's folder (cluster_folders)."""
+    folders = cluster_folders(synced_files)
     sizes: dict[str, int] = {}
     for path, content in synced_files.items():
         if path.rpartition("/")[2] != KUSTOMIZATION_FILE:

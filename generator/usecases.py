@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from generator.errors import BaseUnreadable, EditRefused, GitError, OutputRefused
 from generator.inventory import load_inventory
-from generator.repo_server import directory_size_warning
+from generator.repo_server import cluster_folders, directory_size_warning
 from generator.tree import RenderedTrees, render_trees
 from generator.files.fs import write_file_atomically
 from generator.files.lock import output_lock, remove_leftovers
@@ -99,7 +99,7 @@ def plan(inventory_path: Path, out_dir: Path, base: str):
     """What rendering the inventory changes against OUT as committed at BASE (generator.plan.Plan; for an
     inventory of several clusters generator.plan.ClusterPlans, per cluster)."""
     from generator.gitfiles import files_at  # plan-only imports stay off the render path
-    from generator.plan import cluster_trees, make_cluster_plans, make_plan
+    from generator.plan import make_cluster_plans, make_plan
 
     trees = render_inventory(inventory_path)
     try:
@@ -111,7 +111,7 @@ def plan(inventory_path: Path, out_dir: Path, base: str):
         listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         raise BaseUnreadable(f"{out_dir}/ at {base} holds files gpugen did not write ({listed}): is --out the "
                              "rendered tree?")
-    if cluster_trees(trees.synced):
+    if cluster_folders(trees.synced):
         return make_cluster_plans(base_files, trees.synced)
     return make_plan(base_files, trees.synced)
 

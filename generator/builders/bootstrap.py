@@ -287,8 +287,9 @@ def _cluster_component_objects(inventory: Inventory) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     members = cluster_members(inventory)
     for name in COMPONENTS:
-        installs = [(cluster, server, role, view, view.cluster.components.by_name()[name])
-                    for cluster, server, role, view in members if view.cluster.components.by_name()[name].install]
+        installs = [(cluster, server, role, view, getattr(view.cluster.components, name))
+                    for cluster, server, role, view in members]
+        installs = [install for install in installs if install[-1].install]
         if not installs:
             continue
         if chart_source(inventory, name).oci:
