@@ -17,8 +17,11 @@ from generator.errors import InventoryInvalid, Problem
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 
 
-# Characters YAML allows in a stream (YAML 1.1, 5.1); anything else is refused here, at its line.
-_NOT_YAML = re.compile(r"[^\x09\x0a\x0d -~\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Characters YAML allows in a stream (YAML 1.1, 5.1: tab, line feed, carriage return, printable ASCII, NEL,
+# U+00A0..U+D7FF, U+E000..U+FFFD, U+10000..U+10FFFF); anything else is refused here, at its line. Written as
+# the complement of that set: the same characters, and a small class compiles in a fraction of the time a
+# class negating ranges up to U+10FFFF takes, which every render pays at import.
+_NOT_YAML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def _line_column(text: str, offset: int) -> tuple[int, int]:

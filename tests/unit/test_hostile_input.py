@@ -173,6 +173,17 @@ def test_invalid_utf8_is_reported_at_its_line(tmp_path):
     assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line_of(FLAME, "arch: arm64"), "not UTF-8", tmp_path)
 
 
+
+# YAML 1.1, 5.1: the printable set, as the specification words it.
+YAML_PRINTABLE = ((0x09, 0x09), (0x0A, 0x0A), (0x0D, 0x0D), (0x20, 0x7E), (0x85, 0x85), (0xA0, 0xD7FF),
+                  (0xE000, 0xFFFD), (0x10000, 0x10FFFF))
+
+
+def test_every_code_point_outside_yaml_s_printable_set_and_only_those_is_refused():
+    refused = {cp for cp in range(0x110000) if reading._NOT_YAML.fullmatch(chr(cp))}
+    printable = {cp for low, high in YAML_PRINTABLE for cp in range(low, high + 1)}
+    assert refused == set(range(0x110000)) - printable
+
 # ----------------------------------------------------------------------------------------- values
 
 @pytest.mark.parametrize("needle,value", [
