@@ -53,7 +53,7 @@ ARGOCD_TOOLS = ["argocd"]
 RECONCILIATION = "10s"
 # The controller sleeps ARGOCD_SYNC_WAVE_DELAY seconds (default 2) between the waves of every sync, to give other
 # controllers time to report on what it just applied. Here it does not: each wave then proceeds on health alone,
-# which the health checks of docs/argocd-health.yaml must get right (a stricter test than the default), and a sync
+# which the health checks of docs/argocd-cm.yaml must get right (a stricter test than the default), and a sync
 # of the gpugen Application takes seconds instead of twelve. GPUGEN_ARGOCD_SYNC_WAVE_DELAY=2 runs the default.
 SYNC_WAVE_DELAY = "0"
 # The in-cluster destination as a declarative cluster Secret of this installation, with compression off: the
@@ -68,8 +68,8 @@ IN_CLUSTER_SECRET = {
     "stringData": {"name": "in-cluster", "server": IN_CLUSTER,
                    "config": json.dumps({"disableCompression": True, "tlsClientConfig": {"insecure": False}})},
 }
-# The README's bootstrap health patch for argocd-cm.
-HEALTH_PATCH = vs.REPO / "docs" / "argocd-health.yaml"
+# The README's bootstrap patch for argocd-cm (health checks, watched APIServices).
+ARGOCD_CM_PATCH = vs.REPO / "docs" / "argocd-cm.yaml"
 
 
 def argocd_module() -> pathlib.Path:
@@ -183,7 +183,7 @@ class GitRepo:
         """Render `inventory_file` (with this site's settings) into the repository, let `edit(checkout)` change
         files by hand if given (what the drift check exists to catch), commit and push; the commit."""
         (self.checkout / "docs").mkdir(exist_ok=True)
-        shutil.copy(HEALTH_PATCH, self.checkout / "docs" / HEALTH_PATCH.name)
+        shutil.copy(ARGOCD_CM_PATCH, self.checkout / "docs" / ARGOCD_CM_PATCH.name)
         site = self.checkout / "gpu_classes.yaml"
         site.write_text(site_inventory(inventory_file, self.url, self.chart_mirror))
         _run([sys.executable, "-m", "generator", "render", "--inventory", site,
@@ -428,6 +428,6 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
 def bootstrap(argo: ArgoCD):
     """The README's "Bootstrapping a new cluster", command for command, from the repository's checkout."""
     argo.kubectl("-n", ARGOCD_NAMESPACE, "patch", "configmap", "argocd-cm", "--type", "merge",
-                 "--patch-file", f"docs/{HEALTH_PATCH.name}")
+                 "--patch-file", f"docs/{ARGOCD_CM_PATCH.name}")
     argo.kubectl("apply", "-f", "bootstrap/root/argocd/appproject/")
     argo.kubectl("apply", "-f", "bootstrap/root/argocd/application/")

@@ -8,6 +8,7 @@ so the next one starts with both GPUs free; the class-removal journey runs last.
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -28,6 +29,8 @@ REPO = flame_mod.vs.REPO
 INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
 
 RUNTIME = "torch-gh200"
+# The label kube-apiserver's aggregator puts on the APIServices it registers itself (kube-aggregator's autoregister).
+AGGREGATOR_LABEL = "kube-aggregator.kubernetes.io/automanaged"
 CLASS = "gh200"
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 
@@ -56,7 +59,7 @@ def class_nodes(flame):
 # ---------------------------------------------------------------- 0. the real Argo CD delivered the platform
 
 def test_0_argo_cd_delivered_every_application_from_the_bootstrap(flame_cluster):
-    """The fixture ran the README's bootstrap against an empty cluster (argocd-cm health patch, then
+    """The fixture ran the README's bootstrap against an empty cluster (argocd-cm patch, then
     `kubectl apply` of bootstrap/root, its AppProject first): every Application the bootstrap renders is Synced and Healthy at the
     repository's commit, each component was installed from its chart by Argo CD and runs as its chart says."""
     flame = flame_cluster
@@ -90,6 +93,16 @@ def test_0_argo_cd_delivered_every_application_from_the_bootstrap(flame_cluster)
     binding = flame.admin.get("rbac.authorization.k8s.io/v1", "RoleBinding", "kueue-visibility-server-auth-reader",
                               "kube-system")
     assert binding["subjects"][0]["namespace"] == flame.inventory.cluster.components.kueue.namespace
+    # Argo CD watched only the APIServices someone applied (docs/argocd-cm.yaml, resource.selectors): none of those
+    # the aggregator registered for the charts' CRD groups set off its rediscovery, while the charts' CRDs arrived.
+    automanaged = {a["metadata"]["name"] for a in flame.admin.list("apiregistration.k8s.io/v1", "APIService")
+                   if AGGREGATOR_LABEL in a["metadata"].get("labels", {})}
+    assert {"v1.policies.kyverno.io", "v1beta2.kueue.x-k8s.io"} <= automanaged
+    rediscovered = set()
+    for line in argo.controller.log.read_text(errors="replace").splitlines():
+        if "due to APIService event" in line:
+            rediscovered.add(json.loads(line)["name"])
+    assert not rediscovered & automanaged, sorted(rediscovered & automanaged)
 
 
 # ---------------------------------------------------------------- 1. list the runtimes
