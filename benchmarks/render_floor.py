@@ -4,7 +4,8 @@
   directory on tmpfs, against the floor: a Python process, interpreter start included, that creates the same
   files with the same bytes (directories first, then each file opened, written and closed). Target: at most 2x.
 - FLAME (the committed gpu_classes.yaml): a cold render, against a process that only runs
-  `import pydantic, yaml, click` (the libraries' bare import). Target: at most 1.5x.
+  `import pydantic, yaml, click` (the libraries' bare import). Target: at most 1.5x. Beside them, a process that
+  only imports the inventory's pydantic classes (generator.inventory.models), where every render starts.
 
 Runs are interleaved, so drift in the machine's load hits both sides alike; each side's figure is the median.
 Every render's output is compared byte for byte: FLAME's with the committed rendered/, bootstrap/ and
@@ -26,6 +27,8 @@ from pathlib import Path
 from benchmarks.run import PYTHON, REPO, Renderer, bytecode_as_by_default, median, run
 
 BARE_IMPORT = "import pydantic, yaml, click"
+# The inventory's pydantic classes alone: what any render that validates the inventory with them starts from.
+SCHEMA_IMPORT = "import generator.inventory.models"
 NATIONAL = {"classes": 64, "groups": 2000, "namespaces": 3}
 NATIONAL_TARGET = 2.0
 FLAME_TARGET = 1.5
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         floor_payload(national_files, payload)
         flame_expected = digest(committed_flame())
         times: dict[str, list[float]] = {"national render": [], "national floor": [], "FLAME render": [],
-                                         "bare import": []}
+                                         "bare import": [], "schema import": []}
         for rep in range(args.reps):
             work = base / f"national-{rep}"
             work.mkdir()
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             if digest(tree_files(flame)) != flame_expected:
                 raise SystemExit("the FLAME render differs from the committed rendered/, bootstrap/, docs/runtimes.md")
             times["bare import"].append(run([PYTHON, "-c", BARE_IMPORT], cwd=base).seconds)
+            times["schema import"].append(run([PYTHON, "-c", SCHEMA_IMPORT], cwd=REPO).seconds)
             for d in (work, floor, flame):
                 shutil.rmtree(d)
     finally:
@@ -120,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     flame_s, bare = median(times["FLAME render"]), median(times["bare import"])
     rows = [("national render (tmpfs, {:,} files)".format(len(national_files)), national),
             ("creating the same files from Python", floor_s),
-            ("FLAME render", flame_s), (f"`python -c '{BARE_IMPORT}'`", bare)]
+            ("FLAME render", flame_s), (f"`python -c '{BARE_IMPORT}'`", bare),
+            (f"`python -c '{SCHEMA_IMPORT}'`", median(times["schema import"]))]
     print(f"{args.reps} interleaved runs each, medians; every render's output byte-identical "
           f"(FLAME: to the committed tree; national: to the first render)")
     for name, seconds in rows:
@@ -128,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, ratio, target in (("national render / floor", national / floor_s, NATIONAL_TARGET),
                                  ("FLAME render / bare import", flame_s / bare, FLAME_TARGET)):
         print(f"  {label:45s} {ratio:7.2f}x  (target at most {target}x: {'met' if ratio <= target else 'NOT met'})")
+    print(f"  {'the inventory schema alone / bare import':45s} {median(times['schema import']) / bare:7.2f}x  "
+          "(what validating with pydantic costs before any work)")
     return 0
 
 
