@@ -2,9 +2,10 @@
 what it would mean in a manifest (`yes` is a boolean, `0777` an octal number), parsed into plain data with
 the position of every key kept for error messages.
 
-PyYAML's C parser is fast at national scale; its event stream is checked before any node is built for nesting
-depth, recursive aliases and the number of nodes the document expands to once aliases are followed (an alias
-bomb is refused at the alias that crosses the budget). Every string is then checked generically, whatever
+PyYAML's C parser is fast at national scale; its event stream is checked, before the nodes are built into data,
+for nesting depth, recursive aliases and the number of nodes the document expands to once aliases are followed
+(an alias bomb is refused at the alias that crosses the budget). A large inventory is checked in a forked child
+while this process composes its nodes. Every string is then checked generically, whatever
 field it is in: no control characters or line breaks (only a `description` may span lines) and a length cap.
 Tags are refused except the plain ones. (ruamel.yaml, much slower, is used only to edit the file in place.)
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from generator import parallel
 from generator.errors import InventoryInvalid, Problem
 from generator.inventory.reading import MAX_INPUT_BYTES, check_characters
 
@@ -279,22 +281,55 @@ _InventoryLoader.add_constructor("tag:yaml.org,2002:bool", _bool)
 _InventoryLoader.add_constructor("tag:yaml.org,2002:float", _float)
 
 
-def parse_inventory(text: str, path: str) -> tuple[Any, Positions]:
-    if len(text) > MAX_INPUT_BYTES:  # characters >= bytes / 4; the byte limit was checked on reading
-        raise InventoryInvalid([Problem(path, 1, 1, "(file)", f"larger than {MAX_INPUT_BYTES:,} characters")])
-    check_characters(text, path)
+# From this size the shape check runs in a forked child while this process composes the nodes (the check guards
+# building, which follows every alias; composing shares an aliased node, and libyaml refuses nesting deeper than
+# 1,000 levels). Up to the upper bound, what is composed before the verdict stays small whatever the document holds.
+PARALLEL_FROM = 64 * 1024  # characters
+PARALLEL_UP_TO = 1024 * 1024  # characters
+
+
+def _shape_problem(text: str) -> tuple[int, int, str, str] | None:
+    """(line, column, field, reason) of the first shape problem (_check_shape), or None: none, or a syntax error
+    first, which the composer reports with its position."""
     loader = _InventoryLoader(text)
     try:
         _check_shape(loader)
     except yaml.MarkedYAMLError:
-        pass  # a syntax error: the composer below reports it with its position
+        return None
     except _DocumentError as exc:
-        raise InventoryInvalid([Problem(path, *exc.where, exc.field, exc.reason)]) from None
+        return (*exc.where, exc.field, exc.reason)
     finally:
         loader.dispose()
+    return None
+
+
+def _composed(text: str) -> tuple["_InventoryLoader", yaml.Node | None, yaml.YAMLError | None]:
+    """The loader and the document's node graph, or the YAML error composing it raised (kept, not raised: a shape
+    problem earlier in the document is reported first)."""
     loader = _InventoryLoader(text)
     try:
-        node = loader.get_single_node()
+        return loader, loader.get_single_node(), None
+    except yaml.YAMLError as exc:
+        return loader, None, exc
+
+
+def parse_inventory(text: str, path: str) -> tuple[Any, Positions]:
+    if len(text) > MAX_INPUT_BYTES:  # characters >= bytes / 4; the byte limit was checked on reading
+        raise InventoryInvalid([Problem(path, 1, 1, "(file)", f"larger than {MAX_INPUT_BYTES:,} characters")])
+    check_characters(text, path)
+    if PARALLEL_FROM <= len(text) <= PARALLEL_UP_TO:
+        (loader, node, composing_error), problem = parallel.both(lambda: _composed(text), lambda: _shape_problem(text))
+        if problem:
+            loader.dispose()
+    else:
+        problem = _shape_problem(text)
+        if not problem:
+            loader, node, composing_error = _composed(text)
+    if problem:
+        raise InventoryInvalid([Problem(path, *problem)])
+    try:
+        if composing_error is not None:
+            raise composing_error
         document = _Builder(loader).build(node)
         positions = Positions(node, loader)
     except yaml.MarkedYAMLError as exc:

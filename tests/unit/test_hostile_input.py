@@ -74,6 +74,18 @@ def write(tmp_path: Path, text: str | bytes, name: str = "gpu_classes.yaml") -> 
     return path
 
 
+SIZES = ["small", "large"]
+
+
+def sized(text: str, size: str) -> str:
+    """`text`, or ("large") followed by a comment that makes it large enough for its shape to be checked in a forked
+    child while this process composes it (yaml11.PARALLEL_FROM): each refusal must be the same either way."""
+    if size == "small":
+        return text
+    line = "# " + "padding " * 12 + "\n"
+    return text + line * (yaml11.PARALLEL_FROM // len(line) + 1)
+
+
 # ----------------------------------------------------------------------------------------- unbounded input
 
 def alias_bomb(levels: int = 12, width: int = 9) -> str:
@@ -82,8 +94,9 @@ def alias_bomb(levels: int = 12, width: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("where", ["top", "inside-a-class", "in-a-merge-key"])
-def test_alias_bomb_is_refused_at_the_alias_within_bounds(where, tmp_path):
+def test_alias_bomb_is_refused_at_the_alias_within_bounds(where, size, tmp_path):
     bomb = alias_bomb()
     if where == "top":
         text = bomb + FLAME
@@ -96,18 +109,20 @@ def test_alias_bomb_is_refused_at_the_alias_within_bounds(where, tmp_path):
         text = FLAME.replace("classes:\n", "defaults: &d\n" + "".join("  " + e + "\n" for e in bomb.splitlines())
                              + "classes:\n", 1).replace("    arch: arm64\n", "    arch: arm64\n    <<: *d\n", 1)
         line = line_of(text, "a5: &a5")
-    result = render_process(write(tmp_path, text), tmp_path)
+    result = render_process(write(tmp_path, sized(text, size)), tmp_path)
     assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line, "expands to more than", tmp_path)
 
 
-def test_recursive_anchor_is_refused(tmp_path):
+@pytest.mark.parametrize("size", SIZES)
+def test_recursive_anchor_is_refused(size, tmp_path):
     text = FLAME.replace("    arch: arm64\n", "    arch: arm64\n    loop: &loop [a, *loop]\n", 1)
-    result = render_process(write(tmp_path, text), tmp_path)
+    result = render_process(write(tmp_path, sized(text, size)), tmp_path)
     assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line_of(text, "loop: &loop"), "recursive", tmp_path)
 
 
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("style", ["flow", "block", "through-alias"])
-def test_deep_nesting_is_refused_without_recursion_error(style, tmp_path):
+def test_deep_nesting_is_refused_without_recursion_error(style, size, tmp_path):
     if style == "flow":
         text = FLAME + "deep: " + "[" * 400 + "]" * 400 + "\n"
     elif style == "block":
@@ -115,10 +130,24 @@ def test_deep_nesting_is_refused_without_recursion_error(style, tmp_path):
     else:  # 20 levels anchored, used 20 levels down: 40 once followed
         nested = "[" * 20 + "]" * 20
         text = FLAME + f"anchor: &n {nested}\n" + "use: " + "[" * 20 + "*n" + "]" * 20 + "\n"
-    result = render_process(write(tmp_path, text), tmp_path)
+    result = render_process(write(tmp_path, sized(text, size)), tmp_path)
     # Flow: the line holding it all; block: the first key past the limit.
     line = line_of(text, {"flow": "deep:", "block": f"k{yaml11.MAX_DEPTH}:", "through-alias": "use:"}[style])
     assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line, "nested more than", tmp_path)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("first", ["alias bomb", "syntax error"])
+def test_the_first_of_a_shape_problem_and_a_syntax_error_is_the_one_reported(first, size, tmp_path):
+    broken = "oops: a\n  bad: b\n"  # a mapping value where none may start
+    text = (alias_bomb() + broken if first == "alias bomb" else broken + alias_bomb()) + FLAME
+    result = render_process(write(tmp_path, sized(text, size)), tmp_path)
+    if first == "alias bomb":
+        assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line_of(text, "a5: &a5"), "expands to more than",
+                       tmp_path)
+    else:
+        assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line_of(text, "bad: b"),
+                       "YAML: mapping values are not allowed", tmp_path)
 
 
 def test_endless_input_is_refused_not_loaded(tmp_path):

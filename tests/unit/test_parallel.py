@@ -11,7 +11,7 @@ import pytest
 
 from generator import parallel
 from generator.files import staging
-from generator.inventory import load_inventory_text
+from generator.inventory import load_inventory_text, yaml11
 from generator.tree import PARALLEL_FROM, render_trees
 from tests.support import synth
 
@@ -142,3 +142,18 @@ def read_tree(root) -> dict[str, bytes]:
             with open(path, "rb") as f:
                 files[os.path.relpath(path, root)] = f.read()
     return files
+
+
+def test_a_large_inventory_reads_the_same_with_its_shape_checked_beside_composing(two_cores, monkeypatch):
+    text = synth.to_yaml(synth.build(8, 400, 3))
+    assert yaml11.PARALLEL_FROM <= len(text) <= yaml11.PARALLEL_UP_TO
+    shapes_checked = []
+    check_shape = yaml11._check_shape
+    monkeypatch.setattr(yaml11, "_check_shape", lambda loader: (shapes_checked.append(os.getpid()),
+                                                                check_shape(loader)))
+    document, positions = yaml11.parse_inventory(text, "big.yaml")
+    assert shapes_checked == []  # checked in the child, whose list this process never sees
+    monkeypatch.setattr(yaml11, "PARALLEL_FROM", len(text) + 1)
+    alone, alone_positions = yaml11.parse_inventory(text, "big.yaml")
+    assert shapes_checked == [os.getpid()]
+    assert document == alone and positions.at == alone_positions.at
