@@ -4,15 +4,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check check-inventory plan schema test tools validate bench demo clean-venv
+.PHONY: help render check check-inventory plan schema test tools validate bench demo lock clean-venv
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(VENV)/.installed: pyproject.toml
+# Exact versions from constraints.txt (make lock), within pyproject.toml's ranges.
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --upgrade pip -c constraints.txt
+	$(PY) -m pip install --quiet -e '.[test]' -c constraints.txt
 	touch $@
 
 render: $(VENV)/.installed ## Render gpu_classes.yaml into rendered/, bootstrap/ and docs/runtimes.md (a no-op render touches no file)
@@ -58,6 +59,9 @@ demo: $(VENV)/.installed tools ## Simulated FLAME bootstrapped by the real Argo 
 
 bench: $(VENV)/.installed tools ## Benchmarks at national scale; rewrites the results table in benchmarks/README.md
 	$(PY) -m benchmarks.run --apiserver --profile --write-readme
+
+lock: ## Re-resolve the Python dependencies within pyproject.toml's ranges into constraints.txt (commit both)
+	bash tools/lock.sh
 
 clean-venv: ## Remove the virtualenv (the tool cache in ~/.cache/gpugen is kept)
 	rm -rf $(VENV)
