@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check check-inventory plan schema test tools validate bench demo lock clean-venv
+.PHONY: help render check check-inventory plan schema test test-slow tools validate bench demo lock clean-venv
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +37,10 @@ validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real 
 
 test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (the simulated FLAME's beside the other tiers), drift check
 	$(PY) -m tests.run
+	$(PY) -m generator render --check
+
+test-slow: $(VENV)/.installed tools ## The whole suite on one core (taskset -c 0): a machine twice as slow; verdicts must not change
+	taskset -c 0 $(PY) -m tests.run
 	$(PY) -m generator render --check
 
 # The tools the inventory's checks run, and those checks: the drift check (an invalid inventory fails here, with the

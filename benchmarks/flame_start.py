@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import pathlib
+import resource
 import statistics
 import sys
 import tempfile
@@ -68,6 +70,49 @@ def crd_establishing(admin) -> dict[str, list[float]]:
     return out
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds of the process and of the children it has reaped), for every live process."""
+    table = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state ppid ... utime(12) stime(13) cutime(14) cstime(15), counted from state = 0.
+        table[int(entry.name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]) / _TICK)
+    return table
+
+
+def harness_cpu() -> float:
+    """CPU seconds of this Python process and of every child it has reaped (helm, git, kubectl, hook Jobs)."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+def cpu_seconds(flame, harness_before: float = 0.0) -> dict[str, float]:
+    """CPU seconds (user + system) each process of the simulated FLAME has used so far, its descendants included
+    (helm under the repo-server, a container under its namespace wrapper), and the harness itself (this Python
+    process and every child it has reaped: helm, git, kubectl, finished hook Jobs)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+
+    def tree(pid: int) -> float:
+        return table.get(pid, (0, 0.0))[1] + sum(tree(child) for child in children.get(pid, []))
+    out: dict[str, float] = {}
+    for process in flame.procs.started:
+        name = process.name.removeprefix("pod ").rsplit("-", 2)[0] if process.name.startswith("pod ") else process.name
+        out[name] = out.get(name, 0.0) + tree(process.popen.pid)
+    out["the harness (Python, and what it ran)"] = harness_cpu() - harness_before
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
@@ -76,15 +121,21 @@ def main(argv=None) -> int:
     totals = []
     for run in range(1, args.runs + 1):
         work = pathlib.Path(tempfile.mkdtemp(prefix=f"flame-start-{run}-", dir=args.work))
+        harness_before = harness_cpu()
         flame = flame_mod.start_flame(work, log=lambda message: print(f"  {message}", flush=True))
         try:
             totals.append(flame.timings["ready"])
+            cpu = cpu_seconds(flame, harness_before)
             timeline = application_timeline(flame.argocd.controller.log)
             establishing = crd_establishing(flame.admin)
         finally:
             flame.stop()
         print(f"run {run}: ready in {flame.timings['ready']:.1f} s ("
               + ", ".join(f"{phase} at {seconds:.1f} s" for phase, seconds in flame.timings.items()) + ")")
+        print(f"  CPU seconds to ready: {sum(cpu.values()):.1f} in all (two cores give {2 * flame.timings['ready']:.0f} "
+              f"in {flame.timings['ready']:.0f} s)")
+        for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
+            print(f"  {name:40} {seconds:7.1f}")
         print("  Application (seconds from the bootstrap's first sync): first sync -> Synced and Healthy")
         for app, (start, end) in timeline.items():
             print(f"  {app:28} {start:6.1f} -> {end:6.1f}  ({end - start:5.1f} s)")

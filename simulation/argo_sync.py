@@ -27,13 +27,15 @@ controller's reconciliation loop. Its task order is checked against the real con
 - Prune propagation: Argo CD's default is foreground. A control plane without the garbage collector
   (kube-controller-manager) never completes a foreground deletion, so such a caller passes "Background".
 
-    result = ArgoSync(api, "flame-training-platform", prune_last=True).sync(objects, timeout=120)
+    result = ArgoSync(api, "flame-training-platform", prune_last=True).sync(objects, usual=12)
     assert result.phase == "Succeeded", result.message
 """
 from __future__ import annotations
 
 import dataclasses
 import time
+
+from simulation import waiting as waiting_module
 from typing import Any, Callable
 
 TRACKING = "argocd.argoproj.io/tracking-id"
@@ -229,13 +231,18 @@ class ArgoSync:
         return [("Sync", t.wave, "prune" if t.is_prune else "apply", *ident(t.obj))
                 for t in self.plan(self._tracked(desired))]
 
-    def sync(self, desired: list[dict], timeout: float = 120, on_step: Callable[[str], Any] | None = None
-             ) -> SyncResult:
+    def sync(self, desired: list[dict], usual: float = 12, on_step: Callable[[str], Any] | None = None,
+             stall: float | None = None) -> SyncResult:
+        """Run the sync to its end. While it waits on health or on pruned objects, it gives up (phase Running,
+        naming what it waits on) when none of those changed for `stall` seconds (default waiting.STALL) or at
+        ceiling(usual): a sync that usually takes `usual` seconds (simulation/waiting.py)."""
         tasks = self.plan(self._tracked(desired))
         self.last_tasks = tasks
         multi_step = len({t.wave for t in tasks}) > 1
         steps: list[str] = []
-        deadline = time.monotonic() + timeout
+        started = moved = time.monotonic()
+        stall = waiting_module.STALL if stall is None else stall
+        seen = None
 
         def log(line):
             steps.append(line)
@@ -259,11 +266,16 @@ class ArgoSync:
             if failed := [t for t in tasks if t.state == "failed"]:
                 return SyncResult("Failed", "; ".join(t.message for t in failed), steps, [])
             if waiting or pending_deletion:
-                if time.monotonic() > deadline:
-                    names = [f"{t.obj['kind']}/{t.obj['metadata']['name']} (waiting for health)" for t in waiting]
-                    names += [f"{t.obj['kind']}/{t.obj['metadata']['name']} (pending deletion, finalizers: "
-                              f"{','.join(t.live['metadata'].get('finalizers', []))})" for t in pending_deletion]
-                    return SyncResult("Running", "still waiting after the timeout", steps, names)
+                names = [f"{t.obj['kind']}/{t.obj['metadata']['name']} (waiting for health)" for t in waiting]
+                names += [f"{t.obj['kind']}/{t.obj['metadata']['name']} (pending deletion, finalizers: "
+                          f"{','.join(t.live['metadata'].get('finalizers', []))})" for t in pending_deletion]
+                now = time.monotonic()
+                if names != seen:
+                    seen, moved = names, now
+                if now - moved > stall:
+                    return SyncResult("Running", f"nothing moved for {now - moved:.0f}s", steps, names)
+                if now - started > waiting_module.ceiling(usual):
+                    return SyncResult("Running", f"still waiting at the ceiling, {now - started:.0f}s", steps, names)
                 time.sleep(self.interval)
                 continue
             pending = [t for t in tasks if t.state == "pending"]

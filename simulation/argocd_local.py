@@ -40,6 +40,7 @@ from simulation.control_plane import child_preexec, free_port, go_runtime_env
 from simulation.cluster import service_account_kubeconfig
 from simulation.kube import Client, apply_all
 from simulation.processes import ComponentFailed, Process, Processes, wait_ready
+from simulation.waiting import ceiling, wait_for  # noqa: E402
 
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 ARGOCD_NAMESPACE = "argocd"
@@ -104,7 +105,7 @@ def _port_open(netns, port: int) -> bool:
 
 
 def _run(cmd, cwd=None, env=None, what=None):
-    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=ceiling(30))
     if done.returncode != 0:
         raise ComponentFailed(f"{what or cmd[0]} failed ({done.returncode}): {' '.join(map(str, cmd))}\n"
                               f"{done.stdout}{done.stderr}")
@@ -135,7 +136,7 @@ def start_registry(work: pathlib.Path, procs: Processes, netns) -> str:
                              preexec_fn=child_preexec(netns))
     err.close()
     procs.started.append(Process("chart registry", popen, log))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + ceiling(12)
     for line in popen.stdout:
         if line.startswith("ADDR "):
             address = line.split()[1]
@@ -285,13 +286,17 @@ class ArgoCD:
         env = {**os.environ, "KUBECONFIG": str(self.admin_kubeconfig)}
         return _run(["kubectl", *args], cwd=self.repo.checkout, env=env, what="kubectl")
 
-    def wait_applications(self, names: set[str] | None, timeout: float, revision: str | None = None,
+    def wait_applications(self, names: set[str] | None, usual: float, revision: str | None = None,
                           check=lambda: None) -> list[dict]:
-        """Every Application (or those named) Synced and Healthy, at `revision` when given; on timeout, a
-        ComponentFailed listing each Application's sync and health status, conditions and last operation."""
-        deadline = time.monotonic() + timeout
+        """Every Application (or those named) Synced and Healthy, at `revision` when given. It follows the
+        Applications' progress (simulation/waiting.py): a ComponentFailed listing each Application's sync and health
+        status, conditions and last operation when none of them changed for waiting.STALL seconds, or at
+        ceiling(usual) for a convergence that usually takes `usual` seconds."""
         first_refused: dict[str, float] = {}
-        while True:
+        apps: list[dict] = []
+
+        def settled():
+            nonlocal apps
             check()
             apps = self.applications()
             done = [a for a in apps if names is None or a["metadata"]["name"] in names]
@@ -311,11 +316,12 @@ class ArgoCD:
                 raise ComponentFailed("Argo CD refuses an Application (a retry cannot help):\n"
                                       + "\n".join(f"  {a['metadata']['name']}: {refusal(a)}" for a in refused)
                                       + "\n" + "\n".join(describe_application(a) for a in apps))
-            if time.monotonic() > deadline:
-                raise ComponentFailed(f"Argo CD: Applications not Synced and Healthy after {timeout:.0f}s:\n"
-                                      + "\n".join(describe_application(a) for a in apps)
-                                      + f"\n(controller log: {self.controller.log})")
-            time.sleep(1)
+            return None
+
+        return wait_for(settled, "Argo CD: Applications Synced and Healthy", usual, interval=1,
+                        progress=lambda: [application_progress(a) for a in apps], error=ComponentFailed,
+                        describe=lambda: "\n".join(describe_application(a) for a in apps)
+                        + f"\n(controller log: {self.controller.log})")
 
 
 REFUSAL_LASTS = 20.0  # seconds
@@ -334,6 +340,18 @@ def refusal(app: dict) -> str:
             return c.get("message", "")
     message = st.get("operationState", {}).get("message", "")
     return message if "not permitted in project" in message else ""
+
+
+def application_progress(app: dict) -> tuple:
+    """What moves while an Application converges: its sync and health, its operation's phase and message (Argo CD
+    counts down what it waits on there), and each of its objects' status. Not its reconciledAt, which Argo CD
+    renews on every refresh even when nothing moves."""
+    st = app.get("status", {})
+    op = st.get("operationState", {})
+    return (app["metadata"]["name"], st.get("sync", {}).get("status"), st.get("sync", {}).get("revision"),
+            st.get("health", {}).get("status"), op.get("phase"), op.get("message"),
+            tuple((r.get("kind"), r.get("name"), r.get("status"), (r.get("health") or {}).get("status"))
+                  for r in st.get("resources", []) or []))
 
 
 def application_settled(app: dict, revision: str | None = None) -> bool:

@@ -30,6 +30,7 @@ from simulation.control_plane import (  # noqa: E402
     ControlPlane, free_port, issue_certificate, start_control_plane, write_kubeconfig)
 
 from simulation.processes import Processes, wait_ready  # noqa: E402
+from simulation.waiting import PROBE, REQUEST  # noqa: E402
 
 # How long a simulated Job container runs before KWOK marks it Succeeded (journeys observe running jobs).
 JOB_POD_RUN_SECONDS = float(os.environ.get("GPUGEN_FLAME_JOB_SECONDS", "8"))
@@ -79,7 +80,7 @@ def service_account_kubeconfig(plane: ControlPlane, path: pathlib.Path, namespac
     kube = plane.kube
     url = kube.resource_url("v1", "ServiceAccount", namespace, name) + "/token"
     r = kube.http.post(url, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                  "spec": {"expirationSeconds": 2 * 24 * 3600}}, timeout=30)
+                                  "spec": {"expirationSeconds": 2 * 24 * 3600}}, timeout=REQUEST)
     if r.status_code != 201:
         raise RuntimeError(f"token for {namespace}/{name}: {r.status_code} {vs.message(r)}")
     token = r.json()["status"]["token"]
@@ -107,7 +108,7 @@ def serving_cert(plane: ControlPlane, out: pathlib.Path, name: str) -> pathlib.P
 def _https_ok(url):
     s = requests.Session()
     s.trust_env = False
-    return s.get(url, verify=False, timeout=3).status_code == 200
+    return s.get(url, verify=False, timeout=PROBE).status_code == 200
 
 
 # ---------------------------------------------------------------- kube-controller-manager, kube-scheduler

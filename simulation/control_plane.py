@@ -30,11 +30,11 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 
 import requests
 import yaml
 
+from simulation.waiting import PROBE, REQUEST, STOP_GRACE, wait_for
 from simulation.upstream import (
     SCRATCH_NS, TOOLS, Kube, load_all, load_one, manifest_files, message, rel, tool_bin, unavailable)
 
@@ -62,19 +62,13 @@ def free_port():
                 return port
 
 
-def wait_until(check, timeout, what, log=None):
-    """Return once check() is truthy (exceptions count as not yet); raise after timeout with log's tail."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception as e:  # still starting: connection refused, 503, ...
-            last = e
-        time.sleep(0.5)
-    tail = pathlib.Path(log).read_text()[-3000:] if log and pathlib.Path(log).exists() else ""
-    raise RuntimeError(f"timed out after {timeout}s waiting for {what} (last error: {last})\n{tail}")
+def wait_until(check, usual, what, log=None):
+    """Return once check() is truthy (exceptions count as not yet); RuntimeError with log's tail at the ceiling of
+    something that takes `usual` seconds on a fast machine (simulation/waiting.py)."""
+    def tail():
+        return pathlib.Path(log).read_text()[-3000:] if log and pathlib.Path(log).exists() else ""
+    wait_for(check, f"waiting for {what}", usual, interval=0.5, pending=(Exception,), error=RuntimeError,
+             describe=tail)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -114,11 +108,11 @@ def start_process(cmd, log, netns=None):
 
 
 def stop_process(proc):
-    """SIGTERM, then SIGKILL after 20 s; nothing if it has already exited."""
+    """SIGTERM, then SIGKILL after STOP_GRACE; nothing if it has already exited."""
     if proc and proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=STOP_GRACE)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -220,7 +214,7 @@ def start_control_plane(workdir, netns=None) -> ControlPlane:
         ], d / "etcd.log", netns))
         etcd_http = requests.Session()
         etcd_http.trust_env = False  # never via a proxy
-        wait_until(lambda: etcd_http.get(etcd_url + "/health", timeout=2).json()["health"] == "true",
+        wait_until(lambda: etcd_http.get(etcd_url + "/health", timeout=PROBE).json()["health"] == "true",
                    60, "etcd", d / "etcd.log")
 
         server = f"https://127.0.0.1:{secure}"
@@ -255,7 +249,7 @@ def start_control_plane(workdir, netns=None) -> ControlPlane:
         def ready():
             if procs[-1].poll() is not None:
                 raise RuntimeError(f"kube-apiserver exited with {procs[-1].returncode}")
-            return kube.http.get(server + "/readyz", timeout=5).status_code == 200
+            return kube.http.get(server + "/readyz", timeout=PROBE).status_code == 200
         wait_until(ready, 180, "kube-apiserver /readyz", log)
     except BaseException:
         for p in reversed(procs):
@@ -281,7 +275,7 @@ def install_crds(kube, log=None):
 
     def established(name):
         url = f"{kube.server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        conds = kube.http.get(url, timeout=10).json().get("status", {}).get("conditions", [])
+        conds = kube.http.get(url, timeout=REQUEST).json().get("status", {}).get("conditions", [])
         return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
     for n in names:
         wait_until(lambda: established(n), 120, f"CRD {n} Established", log)

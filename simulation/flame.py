@@ -58,7 +58,9 @@ NOT_RUN = {
                                      "platform's policies are admission-time only)",
     "kyverno-reports-controller": "Kyverno's reports controller (policy reports)",
 }
-APPLICATIONS_TIMEOUT = float(os.environ.get("GPUGEN_FLAME_ARGOCD_TIMEOUT", "300"))
+# Seconds Argo CD usually takes from the bootstrap to every Application Synced and Healthy on a fast machine: the
+# wait follows the Applications' progress and ends at ceiling() of it (simulation/waiting.py).
+APPLICATIONS_USUAL = 90.0
 
 
 @dataclasses.dataclass
@@ -124,10 +126,11 @@ class Flame:
         self.argocd.refresh()
         return revision
 
-    def sync(self, inventory_file: pathlib.Path, message: str, timeout: float = 180) -> str:
-        """push(), then every Application Synced and Healthy at that commit. Returns the commit."""
+    def sync(self, inventory_file: pathlib.Path, message: str, usual: float = 30) -> str:
+        """push(), then every Application Synced and Healthy at that commit (a sync that usually takes `usual`
+        seconds; simulation/waiting.py). Returns the commit."""
         revision = self.push(inventory_file, message)
-        self.argocd.wait_applications(None, timeout, revision, check=self.check_running)
+        self.argocd.wait_applications(None, usual, revision, check=self.check_running)
         return revision
 
 
@@ -174,7 +177,7 @@ def onboard_research_namespaces(admin: Client, inventory):
         for ns in group.namespaces:
             for claim in (storage.home.claimName, storage.workspace.claimName):
                 poll(lambda: (admin.get("v1", "PersistentVolumeClaim", claim, ns) or {}).get("status", {})
-                     .get("phase") == "Bound", 60, f"PVC {ns}/{claim} Bound")
+                     .get("phase") == "Bound", 6, f"PVC {ns}/{claim} Bound")
 
 
 def researcher_identities(flame_work: pathlib.Path, plane, inventory) -> dict[str, Researcher]:
@@ -195,7 +198,7 @@ def researcher_identities(flame_work: pathlib.Path, plane, inventory) -> dict[st
 
 # ---------------------------------------------------------------- readiness of the live webhooks
 
-def wait_policies_live(admin: Client, policies: list[dict], proc, timeout=90):
+def wait_policies_live(admin: Client, policies: list[dict], proc, usual=9):
     """Kyverno has built the webhooks of every synced CEL policy (status.conditionStatus.ready, with the
     WebhookConfigured condition) and its resource webhook configurations exist. Kyverno does this asynchronously
     after the sync; without the wait the first journeys would race it."""
@@ -203,22 +206,22 @@ def wait_policies_live(admin: Client, policies: list[dict], proc, timeout=90):
         live = admin.get(policy["apiVersion"], policy["kind"], policy["metadata"]["name"]) or {}
         return (live.get("status", {}).get("conditionStatus") or {}).get("ready") is True
     for policy in policies:
-        wait_ready(proc, lambda: ready(policy), timeout, f"Kyverno: {policy['kind']} {policy['metadata']['name']} ready")
+        wait_ready(proc, lambda: ready(policy), usual, f"Kyverno: {policy['kind']} {policy['metadata']['name']} ready")
     for policy_kind, webhook_kind in (("ValidatingPolicy", "ValidatingWebhookConfiguration"),
                                       ("MutatingPolicy", "MutatingWebhookConfiguration")):
         if any(p["kind"] == policy_kind for p in policies):
             name = f"kyverno-resource-{webhook_kind.removesuffix('WebhookConfiguration').lower()}-webhook-cfg"
-            wait_ready(proc, lambda: admin.get("admissionregistration.k8s.io/v1", webhook_kind, name), timeout,
+            wait_ready(proc, lambda: admin.get("admissionregistration.k8s.io/v1", webhook_kind, name), usual,
                        f"Kyverno's {webhook_kind} {name}")
 
 
-def wait_kueue_webhook(admin: Client, inventory, proc, timeout=60):
+def wait_kueue_webhook(admin: Client, inventory, proc, usual=6):
     """Kueue's webhooks are live: a dry-run Job in a research namespace comes back suspended."""
     ns = next(iter(inventory.groups.values())).namespaces[0]
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "probe-", "namespace": ns},
            "spec": {"suspend": False, "template": {"spec": {"restartPolicy": "Never", "containers": [
                {"name": "c", "image": "busybox:1.36"}]}}}}
-    wait_ready(proc, lambda: admin.create(job, dry_run=True)["spec"].get("suspend") is True, timeout,
+    wait_ready(proc, lambda: admin.create(job, dry_run=True)["spec"].get("suspend") is True, usual,
                "Kueue's Job webhook (a Job in a research namespace suspended)")
 
 
@@ -305,7 +308,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
 
         # The README's bootstrap, then Argo CD alone: the app-of-apps, the components, the gpugen Application.
         bootstrap_argocd(argo)
-        argo.wait_applications(None, APPLICATIONS_TIMEOUT, repo.revision, check=runtime.check)
+        argo.wait_applications(None, APPLICATIONS_USUAL, repo.revision, check=runtime.check)
         expected = expected_applications(repo.checkout / "bootstrap")
         names = {a["metadata"]["name"] for a in argo.applications()}
         if names != expected:

@@ -14,6 +14,7 @@ import yaml
 
 
 from simulation import upstream as vs  # noqa: E402
+from simulation.waiting import REQUEST, ceiling, wait_for  # noqa: E402
 
 FIELD_MANAGER = "gpugen-flame"
 
@@ -59,7 +60,7 @@ class Client:
 
     def _req(self, method, url, what, ok=(200, 201, 202), **kw):
         headers = self._h(kw.pop("headers", None))
-        r = self.http.request(method, url, headers=headers, timeout=60, **kw)
+        r = self.http.request(method, url, headers=headers, timeout=REQUEST, **kw)
         if r.status_code not in ok:
             raise ApiError(what, r)
         return r
@@ -110,24 +111,17 @@ class Client:
                   ok=(200, 202, 404), json={"propagationPolicy": propagation})
 
     def raw(self, path) -> requests.Response:
-        return self.http.get(self.kube.server + path, headers=self._h(), timeout=30)
+        return self.http.get(self.kube.server + path, headers=self._h(), timeout=REQUEST)
 
 
 def conditions(obj) -> dict:
     return {c["type"]: c for c in (obj or {}).get("status", {}).get("conditions", []) or []}
 
 
-def poll(check, timeout=60.0, what="condition", interval=0.3):
-    """check()'s first truthy value; AssertionError naming `what` and the last value after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-        time.sleep(interval)
+def poll(check, usual=6.0, what="condition", interval=0.3, progress=None):
+    """check()'s first truthy value; AssertionError naming `what` and the last value when nothing moved or at the
+    ceiling of something that takes `usual` seconds on a fast machine (simulation/waiting.py)."""
+    return wait_for(check, what, usual, progress=progress, interval=interval)
 
 
 def _namespaced(admin: "Client", obj) -> bool:
@@ -157,9 +151,9 @@ def apply_all(admin: "Client", objects, default_namespace=None):
 
 def get_retrying(http: requests.Session, url: str) -> requests.Response:
     """GET, retried while the API server answers 429 (a new CRD's storage is still initialising)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + ceiling(6)
     while True:
-        r = http.get(url, timeout=30)
+        r = http.get(url, timeout=REQUEST)
         if r.status_code != 429 or time.monotonic() > deadline:
             return r
         time.sleep(float(r.headers.get("Retry-After", "1")))
@@ -185,5 +179,5 @@ class SyncApi:
 
     def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
         r = self.kube.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
-                                  json={"propagationPolicy": propagation}, timeout=60)
+                                  json={"propagationPolicy": propagation}, timeout=REQUEST)
         assert r.status_code in (200, 202, 404), vs.message(r)

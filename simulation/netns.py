@@ -29,6 +29,7 @@ import subprocess
 import threading
 
 from simulation.control_plane import child_preexec, stop_process
+from simulation.waiting import STOP_GRACE  # noqa: E402
 
 POD_NETWORK = ipaddress.ip_network("198.18.0.0/16")
 _CLONE_NEWNET = 0x40000000
@@ -158,7 +159,7 @@ class _Forwarder(threading.Thread):
         self._stopping.set()
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
-        self.join(timeout=5)
+        self.join(timeout=STOP_GRACE)
 
     def run(self):
         sel = self.selector

@@ -49,6 +49,7 @@ from simulation.kube import ApiError, Client
 from simulation.control_plane import stop_process
 
 from simulation.netns import POD_NETWORK  # noqa: E402 (the simulation's network namespace)
+from simulation.waiting import PROBE, STOP_GRACE  # noqa: E402
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 CRASH_LOOP = 5  # restarts after which a pod's container counts as failed (kubelet would be in CrashLoopBackOff)
 
@@ -171,7 +172,7 @@ class PodRuntime:
 
     def stop(self):
         self._stop.set()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=STOP_GRACE)
         for pod in self.pods.values():
             self._kill(pod)
 
@@ -418,7 +419,7 @@ class PodRuntime:
         s = requests.Session()
         s.trust_env = False
         try:
-            return s.get(running.probe, verify=False, timeout=2).status_code < 400
+            return s.get(running.probe, verify=False, timeout=PROBE).status_code < 400
         except requests.RequestException:
             return False
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import subprocess
-import time
 
 from simulation.control_plane import child_preexec
+from simulation.waiting import wait_for
 
 
 class ComponentFailed(RuntimeError):
@@ -91,27 +91,29 @@ class Processes:
                 p.check_running()
 
 
-def wait_ready(proc: Process | None, check, timeout: float, what: str, log: pathlib.Path | None = None):
+def wait_ready(proc: Process | None, check, usual: float, what: str, log: pathlib.Path | None = None,
+               progress=None):
     """Return check()'s first truthy value (exceptions count as not yet). Raise ComponentFailed naming `what`
-    and the log when the process exits or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        if proc:
-            proc.check_running()
+    and the log when the process exits, nothing moved, or at the ceiling of something that takes `usual` seconds on
+    a fast machine (simulation/waiting.py)."""
+    log = log or (proc.log if proc else None)
+
+    def check_or_pending():
         try:
-            value = check()
-            if value:
-                return value
+            return check()
         except ComponentFailed:
             raise
         except Exception as e:  # still starting: connection refused, 503, ...
-            last = e
-        if time.monotonic() > deadline:
-            log = log or (proc.log if proc else None)
-            raise ComponentFailed(f"{what} not ready after {timeout:.0f}s (last error: {last}; log: {log})\n"
-                                  + (f"--- last lines of {log} ---\n{log_tail(log)}" if log else ""))
-        time.sleep(0.3)
+            raise _NotYet(e) from e
+
+    return wait_for(check_or_pending, f"{what} not ready", usual, progress=progress, pending=(_NotYet,),
+                    alive=proc.check_running if proc else None, error=ComponentFailed,
+                    describe=None if log is None else
+                    lambda: f"(log: {log})\n--- last lines of {log} ---\n{log_tail(log)}")
+
+
+class _NotYet(Exception):
+    """check() raised: not ready yet (the last one is reported)."""
 
 
 def leftover_processes(pids: list[int]) -> list[int]:

@@ -24,6 +24,7 @@ from simulation import upstream as vs
 from simulation.cluster import service_account_kubeconfig
 from simulation.control_plane import free_port
 from simulation.processes import Process, Processes, wait_ready
+from simulation.waiting import PROBE  # noqa: E402
 
 # Where a pod's service-account token is mounted: what a ServiceMonitor's bearerTokenFile names.
 POD_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -131,7 +132,7 @@ def start_prometheus(work: pathlib.Path, procs: Processes, plane, tree_objects: 
     def ready():
         import urllib.request
         try:
-            with urllib.request.urlopen(url + "/-/ready", timeout=2) as answer:
+            with urllib.request.urlopen(url + "/-/ready", timeout=PROBE) as answer:
                 return answer.status == 200
         except OSError:
             return False

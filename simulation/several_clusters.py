@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import os
 import pathlib
 import time
 
@@ -42,6 +41,7 @@ from simulation.kube import Client, SyncApi, conditions, poll
 from simulation.netns import PodNetwork
 from simulation.pods import PodRuntime
 from simulation.processes import ComponentFailed, Processes
+from simulation.waiting import REQUEST  # noqa: E402
 
 # role -> the components whose controllers run there.
 RUN_ON = {"manager": ("trainer", "kueue"), "worker": ("jobset", "trainer", "kueue")}
@@ -51,7 +51,8 @@ TREE_CRDS_ONLY = ("kyverno",)
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
 # Each cluster's pods get addresses of their own: POD_NETWORK[IP_BLOCK * i + 10] onwards for the i-th cluster.
 IP_BLOCK = 1000
-TIMEOUT = float(os.environ.get("GPUGEN_CLUSTERS_TIMEOUT", "180"))
+# Seconds a step of bringing up the clusters usually takes (simulation/waiting.py bounds the waits on it).
+USUAL = 30.0
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
@@ -164,7 +165,7 @@ def sync_chart(admin_kube, app: dict, run: bool, tree: list[dict], log):
         admin_kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False)
     result = argo_sync.ArgoSync(api, app["metadata"]["name"], destination_namespace=namespace).sync(
         [o if "namespace" in o["metadata"] or not _namespaced(admin_kube, o) else
-         {**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in objects], timeout=TIMEOUT)
+         {**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in objects], usual=USUAL)
     if result.phase != "Succeeded":
         raise ComponentFailed(f"{app['metadata']['name']}: {result.phase} {result.message} {result.waiting_on}")
     # A CRD's sync succeeds once it is applied; the next Application's objects need it served (Argo CD retries
@@ -173,7 +174,7 @@ def sync_chart(admin_kube, app: dict, run: bool, tree: list[dict], log):
         served = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
         poll(lambda: all(crd["spec"]["names"]["kind"] in admin_kube.resources(f"{crd['spec']['group']}/{version}",
                                                                               refresh=True) for version in served),
-             TIMEOUT, f"CRD {crd['metadata']['name']} served", interval=0.2)
+             USUAL, f"CRD {crd['metadata']['name']} served", interval=0.2)
     log(f"  {app['metadata']['name']}: {len(objects)} objects{'' if run else ' (its CRDs: not run here)'}")
 
 
@@ -192,7 +193,7 @@ def wait_deployments(admin: Client, member_name: str, namespaces: list[str], che
                 if (d.get("status", {}).get("availableReplicas") or 0) < d["spec"].get("replicas", 1):
                     return False
         return True
-    poll(available, TIMEOUT, f"{member_name}: every Deployment of the components Available", interval=0.5)
+    poll(available, USUAL, f"{member_name}: every Deployment of the components Available", interval=0.5)
 
 
 # ---------------------------------------------------------------- MultiKueue's credentials, made as documented
@@ -205,7 +206,7 @@ def multikueue_secret(manager: Member, worker: Member, namespace: str, worker_na
     kube = worker.plane.kube
     url = kube.resource_url("v1", "ServiceAccount", worker_namespace, "multikueue") + "/token"
     r = kube.http.post(url, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                  "spec": {"expirationSeconds": 7 * 24 * 3600}}, timeout=30)
+                                  "spec": {"expirationSeconds": 7 * 24 * 3600}}, timeout=REQUEST)
     if r.status_code != 201:
         raise ComponentFailed(f"{worker.name}: token for {worker_namespace}/multikueue: {r.status_code} "
                               f"{vs.message(r)}")
@@ -251,7 +252,7 @@ def start_member(work: pathlib.Path, index: int, name: str, role: str, view, tre
             sync_chart(k8s.plane.kube, app, app["metadata"]["labels"][COMPONENT_LABEL] in run, trees[name], log)
         wait_deployments(admin, name, namespaces, member.check_running)
         result = argo_sync.ArgoSync(SyncApi(k8s.plane.kube), f"training-platform-{name}", prune_last=True).sync(
-            trees[name], timeout=TIMEOUT)
+            trees[name], usual=USUAL)
         if result.phase != "Succeeded":
             raise ComponentFailed(f"{name}: its tree: {result.phase} {result.message} {result.waiting_on}")
         onboard_research_namespaces(admin, view)
@@ -287,7 +288,7 @@ def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) 
         for name, role, view in roles[1:]:
             manager.admin.apply(multikueue_secret(manager, members[name], kueue_namespace,
                                                   view.cluster.components.kueue.namespace))
-        poll(lambda: manager.check_running() or multikueue_connected(manager.admin, inventory), TIMEOUT,
+        poll(lambda: manager.check_running() or multikueue_connected(manager.admin, inventory), USUAL,
              "the manager's MultiKueueClusters, AdmissionChecks and ClusterQueues Active", interval=0.5)
         timings["connected"] = time.monotonic() - t0
         log(f"MultiKueue connected to {len(roles) - 1} workers at {timings['connected']:.1f}s")

@@ -12,9 +12,12 @@ import shutil
 import subprocess
 
 import requests
+import requests.adapters
+import urllib3
 import yaml
 
 from generator.versions import pins
+from simulation.waiting import REQUEST, ceiling  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TOOLS = REPO / "tools"
@@ -44,7 +47,7 @@ def module_dir(module, version):
     """The unpacked, checksum-verified MODULE@VERSION from the Go module cache (tools/module-dir.sh), where
     upstream files (CRDs, charts, constants, go.mod) are read."""
     done = subprocess.run(["bash", str(TOOLS / "module-dir.sh"), module, version], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=ceiling(60))
     path = pathlib.Path(done.stdout.strip()) if done.returncode == 0 else None
     if path is None or not path.is_dir():
         raise ModuleUnavailable(f"tools/module-dir.sh {module} {version} failed:\n{done.stderr[-1000:]}")
@@ -85,7 +88,7 @@ def unavailable(reason):
 def go(args, cwd):
     """`go ARGS` in `cwd` with the local toolchain (never a silent toolchain download); its stdout."""
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0"}
-    done = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=ceiling(180))
     assert done.returncode == 0, f"go {' '.join(args)} in {cwd}:\n{done.stdout}{done.stderr}"
     return done.stdout
 
@@ -180,6 +183,16 @@ def broken_files():
 
 # ---------------------------------------------------------------- API client
 
+# An API server that is busy answers 429 (too many requests, or a new CRD's storage still initialising), 503 or
+# 504 (a request that did not complete within its --request-timeout): not a verdict. Requests that can be repeated
+# safely (reads, server-side apply, deletes; not a create, which may have happened) are repeated, as client-go
+# does on 429, with backoff (0.5 s doubling, capped), so a slow machine only takes longer.
+OVERLOAD_RETRY = urllib3.util.Retry(
+    total=12, connect=0, read=0, redirect=0, other=0, status_forcelist=(429, 503, 504),
+    allowed_methods=frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"}), backoff_factor=0.5,
+    backoff_max=30, respect_retry_after_header=True, raise_on_status=False)
+
+
 class Kube:
     """Just enough of a Kubernetes client: discovery, URLs, server-side apply, create, get (raw responses)."""
 
@@ -191,6 +204,7 @@ class Kube:
         self.http.trust_env = False
         self.http.verify = str(ca)
         self.http.cert = (str(cert), str(key))
+        self.http.mount("https://", requests.adapters.HTTPAdapter(max_retries=OVERLOAD_RETRY))
         self._discovery = {}
 
     def resources(self, api_version, refresh=False):
@@ -201,7 +215,7 @@ class Kube:
             self._discovery.pop(api_version, None)
         if api_version not in self._discovery:
             path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-            r = self.http.get(self.server + path, timeout=30)
+            r = self.http.get(self.server + path, timeout=REQUEST)
             if r.status_code == 404:
                 return {}
             r.raise_for_status()
@@ -233,16 +247,16 @@ class Kube:
         if dry_run:
             params["dryRun"] = "All"
         return self.http.patch(self.url(obj), params=params, data=json.dumps(obj),
-                               headers={"Content-Type": "application/apply-patch+yaml"}, timeout=60)
+                               headers={"Content-Type": "application/apply-patch+yaml"}, timeout=REQUEST)
 
     def create(self, obj, dry_run=True):
         params = {"fieldManager": FIELD_MANAGER, "fieldValidation": "Strict"}
         if dry_run:
             params["dryRun"] = "All"
-        return self.http.post(self.url(obj, named=False), params=params, json=obj, timeout=60)
+        return self.http.post(self.url(obj, named=False), params=params, json=obj, timeout=REQUEST)
 
     def get(self, obj):
-        return self.http.get(self.url(obj), timeout=30)
+        return self.http.get(self.url(obj), timeout=REQUEST)
 
 
 def message(resp):

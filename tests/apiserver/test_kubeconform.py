@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from simulation.upstream import TOOLS, bootstrap_dir, header, rel, rendered_dir, tool_bin, unavailable
+from simulation.waiting import ceiling  # noqa: E402
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
 
@@ -18,7 +19,7 @@ def kubeconform(*targets):
         unavailable("kubeconform is not built: run `make tools` (tools/build.sh kubeconform)")
     env = {**os.environ, "PYTHON": sys.executable}  # schemas.py needs PyYAML from this env
     return subprocess.run([str(TOOLS / "kubeconform.sh"), *map(str, targets)],
-                          capture_output=True, text=True, env=env, timeout=600)
+                          capture_output=True, text=True, env=env, timeout=ceiling(60))
 
 
 def test_rendered_tree_is_valid(tree_present):

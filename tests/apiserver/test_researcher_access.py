@@ -33,6 +33,7 @@ from generator.inventory.naming import runtime_name
 from simulation.control_plane import issue_certificate, write_kubeconfig
 from simulation.kube import SyncApi
 from simulation.upstream import REPO, Kube, load_one, manifest_files, message, rel, rendered_dir, unavailable
+from simulation.waiting import REQUEST, ceiling  # noqa: E402
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
 
@@ -163,7 +164,7 @@ def a_runtime(inventory, kind, namespace=None):
 # ---------------------------------------------------------------- the SDK as a researcher
 
 def test_list_runtimes_returns_exactly_the_class_runtimes(researchers, sdk, inventory, cluster):
-    served = cluster.http.get(cluster.resource_url(TRAINER, "ClusterTrainingRuntime"), timeout=30).json()["items"]
+    served = cluster.http.get(cluster.resource_url(TRAINER, "ClusterTrainingRuntime"), timeout=REQUEST).json()["items"]
     assert sorted(rt["metadata"]["name"] for rt in served) == class_runtimes(inventory), \
         "the API server holds runtimes other than the classes' (or misses one)"
     for person in (researchers["alice"], researchers["bob"]):
@@ -182,14 +183,14 @@ def test_train_creates_a_trainjob_the_researcher_can_follow_and_delete(researche
     name = trainer.train(runtime=runtime, trainer=CustomTrainer(
         func=train_fn, num_nodes=1, resources_per_node={"cpu": 8, "memory": "64Gi", "gpu": 1}))
 
-    stored = cluster.http.get(cluster.resource_url(TRAINER, "TrainJob", namespace, name), timeout=30)
+    stored = cluster.http.get(cluster.resource_url(TRAINER, "TrainJob", namespace, name), timeout=REQUEST)
     assert stored.ok, message(stored)
     assert stored.json()["spec"]["runtimeRef"]["name"] == runtime
     # Reading it back lists its pods (get_job) and finds it among the namespace's TrainJobs (list_jobs).
     assert trainer.get_job(name).name == name
     assert name in [job.name for job in trainer.list_jobs()]
     trainer.delete_job(name)
-    assert cluster.http.get(cluster.resource_url(TRAINER, "TrainJob", namespace, name), timeout=30).status_code == 404
+    assert cluster.http.get(cluster.resource_url(TRAINER, "TrainJob", namespace, name), timeout=REQUEST).status_code == 404
 
 
 def test_another_groups_namespace_is_forbidden(researchers, sdk, inventory):
@@ -209,8 +210,8 @@ def test_another_groups_namespace_is_forbidden(researchers, sdk, inventory):
                "spec": {"runtimeRef": {"name": class_runtimes(inventory)[0]}}}
         for verb, response in (
                 ("create TrainJob", alice.kube.create(job, dry_run=False)),
-                ("list pods", alice.kube.http.get(alice.kube.resource_url("v1", "Pod", namespace), timeout=30)),
-                ("list Jobs", alice.kube.http.get(alice.kube.resource_url("batch/v1", "Job", namespace), timeout=30))):
+                ("list pods", alice.kube.http.get(alice.kube.resource_url("v1", "Pod", namespace), timeout=REQUEST)),
+                ("list Jobs", alice.kube.http.get(alice.kube.resource_url("batch/v1", "Job", namespace), timeout=REQUEST))):
             assert response.status_code == FORBIDDEN, f"alice may {verb} in {namespace}: {response.status_code}"
 
 
@@ -218,7 +219,7 @@ def test_a_user_in_no_group_reads_cluster_runtimes_but_cannot_use_the_sdk_in_a_r
         researchers, sdk, inventory, cluster):
     """The binding is what grants access: the same SDK call as an authenticated user in no group fails."""
     mallory = researchers["mallory"]
-    served = mallory.kube.http.get(mallory.kube.resource_url(TRAINER, "ClusterTrainingRuntime"), timeout=30)
+    served = mallory.kube.http.get(mallory.kube.resource_url(TRAINER, "ClusterTrainingRuntime"), timeout=REQUEST)
     assert served.ok, message(served)
     with pytest.raises(RuntimeError) as listed:
         sdk(mallory, researchers["alice"].namespaces[0]).list_runtimes()
@@ -238,9 +239,9 @@ def test_only_platform_admins_create_runtimes(researchers, inventory, cluster):
     # Nor may a researcher change or delete the platform's runtimes.
     existing = cluster.resource_url(TRAINER, "ClusterTrainingRuntime", name=class_runtimes(inventory)[0])
     patch = alice.kube.http.patch(existing, data=json.dumps({"metadata": {"labels": {"x": "y"}}}),
-                                  headers={"Content-Type": "application/merge-patch+json"}, timeout=30)
+                                  headers={"Content-Type": "application/merge-patch+json"}, timeout=REQUEST)
     assert patch.status_code == FORBIDDEN
-    assert alice.kube.http.delete(existing, timeout=30).status_code == FORBIDDEN
+    assert alice.kube.http.delete(existing, timeout=REQUEST).status_code == FORBIDDEN
 
 
 def test_a_user_identity_is_bound_like_a_group(control_plane, applied_tree, cluster, inventory, sdk, tmp_path):
@@ -276,7 +277,7 @@ def rules_review(person: Researcher, namespace: str) -> dict[tuple[str, str], se
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
               "spec": {"namespace": namespace}}
     r = person.kube.http.post(f"{person.kube.server}/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
-                              json=review, timeout=30)
+                              json=review, timeout=REQUEST)
     assert r.status_code == 201, message(r)
     status = r.json()["status"]
     assert not status.get("incomplete"), status
@@ -316,7 +317,7 @@ def kubectl(control_plane, researchers, tmp_path_factory):
 
     def run(user, *args):
         env = {**os.environ, "KUBECONFIG": str(configs[user])}
-        return subprocess.run([binary, *args], capture_output=True, text=True, env=env, timeout=60)
+        return subprocess.run([binary, *args], capture_output=True, text=True, env=env, timeout=ceiling(6))
     return run
 
 
@@ -397,11 +398,11 @@ def test_a_group_leaving_keeps_its_namespace_and_loses_its_binding(cluster, appl
 
     api = SyncApi(cluster)
     argo = argo_sync.ArgoSync(api, "research-access", prune_last=True, propagation="Background")
-    first = argo.sync(with_group, timeout=60)
+    first = argo.sync(with_group, usual=6)
     assert first.phase == "Succeeded", first.message
     assert api.get("rbac.authorization.k8s.io/v1", "RoleBinding", "researcher", "leaving-lab") is not None
 
-    second = argo.sync(without, timeout=60)
+    second = argo.sync(without, usual=6)
     assert second.phase == "Succeeded", f"{second.message}: {second.waiting_on}"
     namespace = api.get("v1", "Namespace", "leaving-lab")
     assert namespace is not None and "deletionTimestamp" not in namespace["metadata"], namespace

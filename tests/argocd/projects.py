@@ -31,6 +31,7 @@ import yaml
 HERE = pathlib.Path(__file__).resolve().parent
 TESTS = HERE.parent
 from simulation import upstream as vs  # noqa: E402
+from simulation.waiting import ceiling  # noqa: E402
 
 SOURCE = HERE / "projectcheck" / "main.go"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
@@ -58,7 +59,7 @@ DELETE_HOOKS = {ARGO_HOOK: {"PreDelete", "PostDelete"}, HELM_HOOK: {"pre-delete"
 
 def _go(args, cwd, toolchain):
     env = {**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0"}
-    return subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    return subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=ceiling(180))
 
 
 def _go_ok(args, cwd, toolchain):
@@ -106,7 +107,7 @@ def checker_binary(tmp_path_factory) -> pathlib.Path:
 def run_checker(binary, projects: list[dict], entries: list[dict]) -> list[str]:
     """The checker's violation lines ([] when every Application and object is inside its project)."""
     done = subprocess.run([str(binary)], input=json.dumps({"projects": projects, "applications": entries}),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=ceiling(12))
     assert done.returncode in (0, 1), f"projectcheck failed (exit {done.returncode}):\n{done.stderr}"
     lines = done.stdout.splitlines()
     assert (done.returncode == 1) == bool(lines), (done.returncode, lines)
@@ -137,7 +138,7 @@ def builtin_scopes() -> dict[tuple[str, str], bool]:
 
 @functools.cache
 def pinned_crds() -> tuple[dict, ...]:
-    done = subprocess.run(["bash", str(vs.TOOLS / "crds.sh")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(["bash", str(vs.TOOLS / "crds.sh")], capture_output=True, text=True, timeout=ceiling(60))
     if done.returncode != 0:
         vs.unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr.strip()[-300:]}")
     crds = []
@@ -308,6 +309,6 @@ def expand_application_set(binary, application_set: dict) -> list[dict]:
     """The Applications the ApplicationSet controller generates from `application_set` (projectcheck expand: its
     own GenerateApplications with the list generator)."""
     done = subprocess.run([str(binary), "expand"], input=json.dumps(application_set), capture_output=True, text=True,
-                          timeout=120)
+                          timeout=ceiling(12))
     assert done.returncode == 0, f"projectcheck expand failed (exit {done.returncode}):\n{done.stderr}"
     return json.loads(done.stdout)

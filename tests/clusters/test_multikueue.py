@@ -28,7 +28,8 @@ TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 KUEUE = "kueue.x-k8s.io/v1beta2"
 WORKER_LOST_TIMEOUT = 15
-TIMEOUT = 120
+# Seconds a step of MultiKueue usually takes here (simulation/waiting.py bounds the waits on it).
+USUAL = 20.0
 # KWOK ends a Job's pod after this annotation's delay: a job still running when its worker goes away.
 LONG_RUN = {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}
 
@@ -100,7 +101,7 @@ def check_state(wl: dict | None) -> dict:
 
 
 def watch_trainjobs(platform, namespaced_names: list[tuple[str, str]], until, what: str,
-                    timeout: float = TIMEOUT) -> dict[str, set[str]]:
+                    usual: float = USUAL) -> dict[str, set[str]]:
     """Poll until `until(manager's TrainJob)` holds for each; returns per job the workers where a copy of it was
     seen meanwhile (stopped workers are not asked)."""
     seen: dict[str, set[str]] = {name: set() for _, name in namespaced_names}
@@ -113,7 +114,7 @@ def watch_trainjobs(platform, namespaced_names: list[tuple[str, str]], until, wh
                     if member.admin.get(*TRAINJOB, name, namespace):
                         seen[name].add(member_name)
         return all(until(platform.manager.admin.get(*TRAINJOB, name, namespace)) for namespace, name in namespaced_names)
-    poll(done, timeout, what, interval=0.5)
+    poll(done, usual, what, interval=0.5)
     return seen
 
 
@@ -190,7 +191,7 @@ def test_when_worker_2_stops_its_jobs_keep_their_quota_until_the_timeout_then_ar
     stopped = time.monotonic()
     platform.stop_cluster("ember")
     poll(lambda: conditions(manager.get(KUEUE, "MultiKueueCluster", "ember"))["Active"]["status"] == "False",
-         TIMEOUT, "MultiKueueCluster ember inactive")
+         USUAL, "MultiKueueCluster ember inactive")
     inactive_after = time.monotonic() - stopped
     assert conditions(manager.get(KUEUE, "MultiKueueCluster", "ember"))["Active"]["reason"] == "ClientConnectionFailed"
     # Within the timeout the job keeps its admission and quota on the manager.
@@ -201,17 +202,17 @@ def test_when_worker_2_stops_its_jobs_keep_their_quota_until_the_timeout_then_ar
     def evicted():
         wl = workload(manager, namespace, name)
         return conditions(wl).get("Evicted", {}).get("status") == "True" and wl
-    wl = poll(evicted, WORKER_LOST_TIMEOUT + TIMEOUT, "the workload evicted after workerLostTimeout")
+    wl = poll(evicted, WORKER_LOST_TIMEOUT + USUAL, "the workload evicted after workerLostTimeout")
     evicted_after = time.monotonic() - stopped
     assert evicted_after >= WORKER_LOST_TIMEOUT - 1, evicted_after
     assert conditions(wl)["Evicted"]["reason"] == "AdmissionCheck", conditions(wl)["Evicted"]
     assert "Admitting remote lost" in conditions(wl)["Evicted"]["message"], conditions(wl)["Evicted"]
     # Kueue's job reconciler suspends the TrainJob once the Workload is evicted.
-    poll(lambda: manager.get(*TRAINJOB, name, namespace)["spec"].get("suspend") is True, TIMEOUT,
+    poll(lambda: manager.get(*TRAINJOB, name, namespace)["spec"].get("suspend") is True, USUAL,
          "the manager's TrainJob suspended")
     # Offered again to the connected workers: flame holds a pending copy of the Workload it cannot admit.
     flame = platform.members["flame"].admin
-    copy = poll(lambda: workload_copy(flame, namespace, wl["metadata"]["name"]), TIMEOUT, "a copy on flame")
+    copy = poll(lambda: workload_copy(flame, namespace, wl["metadata"]["name"]), USUAL, "a copy on flame")
     assert conditions(copy).get("QuotaReserved", {}).get("status") != "True", copy.get("status")
     check = manager.get(KUEUE, "AdmissionCheck", "vision-lab")
     assert conditions(check)["Active"]["status"] == "True", conditions(check)

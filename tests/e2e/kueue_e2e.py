@@ -43,16 +43,19 @@ from simulation import charts  # noqa: E402  (simulation)
 from simulation.control_plane import (  # noqa: E402
     ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, stop_process,
     write_kubeconfig)
+from simulation.waiting import PROBE, REQUEST  # noqa: E402
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 GPU = "nvidia.com/gpu"
-TIMEOUT = float(os.environ.get("GPUGEN_E2E_TIMEOUT", "90"))
+# Seconds Kueue usually takes to act on a change here (admit, unsuspend, mark a queue Active); every wait on it
+# ends at ceiling(USUAL) (simulation/waiting.py).
+USUAL = 9.0
 
 
-def poll(check, timeout=TIMEOUT, what="condition", interval=0.25):
-    """Return check()'s first truthy value; fail with `what` (and the last value) after timeout."""
-    return platform_kube.poll(check, timeout=timeout, what=what, interval=interval)
+def poll(check, usual=USUAL, what="condition", interval=0.25):
+    """Return check()'s first truthy value; fail with `what` (and the last value) at ceiling(usual)."""
+    return platform_kube.poll(check, usual, what=what, interval=interval)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +95,7 @@ class Api:
     def create(self, obj):
         meta = obj["metadata"]
         r = self.http.post(self.kube.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace")),
-                           params={"fieldManager": "gpugen-e2e"}, json=obj, timeout=60)
+                           params={"fieldManager": "gpugen-e2e"}, json=obj, timeout=REQUEST)
         assert r.status_code == 201, f"creating {obj['kind']} {meta.get('name') or meta.get('generateName')}: " \
                                      f"{r.status_code} {vs.message(r)}"
         return r.json()
@@ -102,19 +105,19 @@ class Api:
         url = self.kube.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         r = self.http.patch(url, params={"fieldManager": "gpugen-e2e", "fieldValidation": "Strict", "force": "true"},
                             data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"},
-                            timeout=60)
+                            timeout=REQUEST)
         return r
 
     def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
         # Background: nothing here runs the garbage collector, and the orphan default for Jobs would leave
         # an `orphan` finalizer only the GC removes (likewise Foreground's foregroundDeletion finalizer).
         r = self.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
-                             json={"propagationPolicy": propagation}, timeout=60)
+                             json={"propagationPolicy": propagation}, timeout=REQUEST)
         assert r.status_code in (200, 202, 404), f"DELETE {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
 
     def delete_all(self, api_version, kind, namespace):
         r = self.http.delete(self.kube.resource_url(api_version, kind, namespace),
-                             json={"propagationPolicy": "Background"}, timeout=60)
+                             json={"propagationPolicy": "Background"}, timeout=REQUEST)
         assert r.ok or r.status_code == 404, f"DELETE all {kind} in {namespace}: {r.status_code} {vs.message(r)}"
 
 
@@ -352,7 +355,7 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
         def ready():
             kueue.alive()  # an exited controller fails at once, with its log
             try:
-                return health.get(f"http://127.0.0.1:{health_port}/readyz", timeout=5).status_code == 200
+                return health.get(f"http://127.0.0.1:{health_port}/readyz", timeout=PROBE).status_code == 200
             except requests.ConnectionError:
                 return False
         poll(ready, 180, "Kueue /readyz (webhook server listening)", interval=0.5)
@@ -376,7 +379,7 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
         def mutated():
             kueue.alive()
             r = kube.http.post(kube.resource_url("batch/v1", "Job", probe_ns), params={"dryRun": "All"}, json=probe_job,
-                               timeout=30)
+                               timeout=REQUEST)
             return r.status_code == 201 and r.json()["spec"].get("suspend") is True
         poll(mutated, 60, "Kueue's Job webhook to suspend a queued Job", interval=0.5)
     except BaseException:
@@ -463,7 +466,7 @@ class Platform:
                 self.skipped.append(f"{o['kind']}/{o['metadata']['name']} ({o['apiVersion']} not served)")
                 continue
             served.append(o)
-        result = self.argo.sync(served, timeout=TIMEOUT)
+        result = self.argo.sync(served, usual=USUAL)
         self.last_sync = result
         assert result.phase == "Succeeded", f"Argo CD sync {result.phase}: {result.message}: {result.waiting_on}"
         if wait_deleted:
@@ -489,7 +492,7 @@ class Platform:
             rows.append((o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"), active))
         return rows
 
-    def wait_active(self, timeout=TIMEOUT):
+    def wait_active(self, usual=USUAL):
         """Every queue Active=True for its current generation: Kueue updates its cache from the watch event
         before its status, so queue changes of a new tree are in effect for the jobs that follow."""
         def all_active():
@@ -497,7 +500,7 @@ class Platform:
             rows = self.queue_status()
             return rows if all(c and c["status"] == "True" for *_, c in rows) else None
         try:
-            return poll(all_active, timeout, "every ClusterQueue and LocalQueue Active=True")
+            return poll(all_active, usual, "every ClusterQueue and LocalQueue Active=True")
         except AssertionError:
             bad = [(k, n, ns, c) for k, n, ns, c in self.queue_status() if not c or c["status"] != "True"]
             raise AssertionError(f"not Active: {bad}") from None
@@ -535,7 +538,7 @@ class Platform:
         """What deleting a job does on a real cluster: the job goes, the GC deletes its Workload."""
         meta = job["metadata"]
         api_version, kind = job["apiVersion"], job["kind"]
-        wl = self.workload(job, timeout=5)
+        wl = self.workload(job, usual=0.5, optional=True)
         self.api.delete(api_version, kind, meta["name"], meta["namespace"])
         poll(lambda: self.api.get(api_version, kind, meta["name"], meta["namespace"]) is None, what="job deletion")
         if wl:
@@ -547,16 +550,17 @@ class Platform:
         meta = job["metadata"]
         return self.api.get(job["apiVersion"], job["kind"], meta["name"], meta["namespace"])
 
-    def started(self, job, timeout=TIMEOUT):
+    def started(self, job, usual=USUAL):
         """The job once Kueue's job controller has acted on the admission (unsuspended it)."""
         def unsuspended():
             self.kueue.alive()
             live = self.refresh(job)
             return live if live["spec"].get("suspend") is False else None
-        return poll(unsuspended, timeout, f"Kueue to unsuspend {job['kind']} {job['metadata']['name']}")
+        return poll(unsuspended, usual, f"Kueue to unsuspend {job['kind']} {job['metadata']['name']}")
 
-    def workload(self, job, timeout=TIMEOUT):
-        """The Workload Kueue made for `job` (owner reference by uid)."""
+    def workload(self, job, usual=USUAL, optional=False):
+        """The Workload Kueue made for `job` (owner reference by uid); with `optional`, None when Kueue made none
+        within a short while (a job it ignores)."""
         uid = job["metadata"]["uid"]
 
         def find():
@@ -566,13 +570,13 @@ class Platform:
                     return wl
             return None
         try:
-            return poll(find, timeout, f"Kueue's Workload for {job['kind']} {job['metadata']['name']}")
+            return poll(find, usual, f"Kueue's Workload for {job['kind']} {job['metadata']['name']}")
         except AssertionError:
-            if timeout <= 5:
+            if optional:
                 return None
             raise
 
-    def decision(self, job, timeout=TIMEOUT) -> "Decision":
+    def decision(self, job, usual=USUAL) -> "Decision":
         """Wait until Kueue has decided on `job`'s Workload: admitted, or a scheduling attempt left it pending."""
         def decided():
             wl = self.workload(job)
@@ -583,10 +587,10 @@ class Platform:
             if reserved and reserved["status"] == "False" and reserved.get("message"):
                 return wl
             return None
-        wl = poll(decided, timeout, f"Kueue's decision on {job['kind']} {job['metadata']['name']}")
+        wl = poll(decided, usual, f"Kueue's decision on {job['kind']} {job['metadata']['name']}")
         return Decision.of(job, wl)
 
-    def admitted(self, job, timeout=TIMEOUT) -> "Decision":
+    def admitted(self, job, usual=USUAL) -> "Decision":
         """Wait for Kueue to admit `job` (e.g. after quota was freed); fail with its last decision."""
         last = []
 
@@ -594,9 +598,9 @@ class Platform:
             last[:] = [self.decision(job)]
             return last[0].admitted
         try:
-            poll(admitted, timeout, f"Kueue to admit {job['kind']} {job['metadata']['name']}")
+            poll(admitted, usual, f"Kueue to admit {job['kind']} {job['metadata']['name']}")
         except AssertionError:
-            raise AssertionError(f"Kueue did not admit {job['metadata']['name']} within {timeout}s: {last[0]}\n"
+            raise AssertionError(f"Kueue did not admit {job['metadata']['name']} within ceiling({usual}s): {last[0]}\n"
                                  f"Kueue log tail:\n{self.kueue.log_tail(2000)}") from None
         return last[0]
 

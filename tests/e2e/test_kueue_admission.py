@@ -29,6 +29,7 @@ from tests.e2e.kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
 from generator.inventory import load_inventory
 from generator.inventory.naming import controller_identities
 from tests.support.inventories import edited, flame_data, write
+from simulation.waiting import ceiling  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FLAME = load_inventory(REPO / "gpu_classes.yaml")
@@ -296,7 +297,7 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
         if f.name not in ("job-claims.yaml", "job-limits.yaml"):
             (policies / f.name).write_bytes(f.read_bytes())
     out = subprocess.run([str(kyverno), "apply", str(policies), "--resource", str(tmp_path / "trainjob.yaml"),
-                          "--userinfo", str(tmp_path / "user.yaml")], capture_output=True, text=True, timeout=300)
+                          "--userinfo", str(tmp_path / "user.yaml")], capture_output=True, text=True, timeout=ceiling(30))
     print(out.stdout[-3000:], out.stderr[-2000:])
     summary = re.search(r"pass: (\d+), fail: (\d+), warn: \d+, error: (\d+)", out.stdout)
     assert summary, f"no kyverno summary (rc {out.returncode})"
@@ -463,7 +464,7 @@ def test_without_prune_last_removing_a_class_never_finishes(flame, tmp_path):
     stuck = argo_sync.ArgoSync(flame.api, flame.argo.app, prune_last=False, propagation="Background",
                                destination_namespace=flame.argo.destination_namespace)
     stuck.kinds = set(flame.argo.kinds)
-    result = stuck.sync(desired, timeout=15)
+    result = stuck.sync(desired, stall=15)
     print(f"\nwithout PruneLast: {result.phase}: {result.waiting_on}\n  " + "\n  ".join(result.steps))
     assert result.phase == "Running"
     assert any(w.startswith("ResourceFlavor/gh200 (pending deletion") and "resource-in-use" in w

@@ -8,7 +8,6 @@ researcher cannot see (ClusterQueue status, Nodes) and for the harness's own set
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 import threading
@@ -31,7 +30,9 @@ from generator.inventory.naming import research_namespaces  # noqa: E402
 from generator.tree import render_trees  # noqa: E402
 
 GPU = "nvidia.com/gpu"
-TIMEOUT = float(os.environ.get("GPUGEN_JOURNEY_TIMEOUT", "90"))
+# Seconds a journey's step (a Workload admitted, pods running, a job complete) usually takes on a fast machine;
+# each wait on one ends at ceiling(USUAL), or when nothing moved (simulation/waiting.py).
+USUAL = 15.0
 TIMINGS: dict[str, float] = {}
 
 
@@ -136,7 +137,7 @@ def no_jobs_left(request):
         for api, kind in (("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("batch/v1", "Job")):
             for obj in flame.admin.list(api, kind, ns):
                 flame.admin.delete(api, kind, obj["metadata"]["name"], ns)
-    poll(lambda: not any(flame.admin.list("kueue.x-k8s.io/v1beta2", "Workload", ns) for ns in namespaces), TIMEOUT,
+    poll(lambda: not any(flame.admin.list("kueue.x-k8s.io/v1beta2", "Workload", ns) for ns in namespaces), USUAL,
          "every Workload gone after the journey")
 
 
@@ -188,30 +189,30 @@ def workload_of(client: Client, namespace: str, owner_kind: str, owner_name: str
     return None
 
 
-def wait_workload(client, namespace, owner_kind, owner_name, cond, status="True", timeout=TIMEOUT):
+def wait_workload(client, namespace, owner_kind, owner_name, cond, status="True", usual=USUAL):
     def check():
         wl = workload_of(client, namespace, owner_kind, owner_name)
         c = conditions(wl).get(cond)
         return wl if c and c["status"] == status else None
-    return poll(check, timeout, f"Workload of {owner_kind} {namespace}/{owner_name} {cond}={status}")
+    return poll(check, usual, f"Workload of {owner_kind} {namespace}/{owner_name} {cond}={status}")
 
 
 def pods_of_jobset(client: Client, namespace, name):
     return client.list("v1", "Pod", namespace, selector=f"jobset.sigs.k8s.io/jobset-name={name}")
 
 
-def wait_pods(client, namespace, selector, count, phase=("Running", "Succeeded"), timeout=TIMEOUT):
+def wait_pods(client, namespace, selector, count, phase=("Running", "Succeeded"), usual=USUAL):
     def check():
         pods = client.list("v1", "Pod", namespace, selector=selector)
         ok = [p for p in pods if p.get("status", {}).get("phase") in phase and p["spec"].get("nodeName")]
         return pods if len(ok) >= count else None
-    return poll(check, timeout, f"{count} pod(s) {selector} in {namespace} {phase}")
+    return poll(check, usual, f"{count} pod(s) {selector} in {namespace} {phase}")
 
 
-def wait_trainjob_complete(r, namespace, name, timeout=TIMEOUT):
+def wait_trainjob_complete(r, namespace, name, usual=USUAL):
     client = r.client
     poll(lambda: conditions(client.get("trainer.kubeflow.org/v1alpha1", "TrainJob", name, namespace))
-         .get("Complete", {}).get("status") == "True", timeout, f"TrainJob {namespace}/{name} Complete")
+         .get("Complete", {}).get("status") == "True", usual, f"TrainJob {namespace}/{name} Complete")
 
 
 class Timer:
@@ -262,10 +263,10 @@ def assert_model_agrees(flame, modelled: list[tuple], mark: int) -> None:
         f"the model's sync differs from the real controller's.\nreal:\n{listing(real)}\nmodel:\n{listing(modelled)}")
 
 
-def sync_as_modelled(flame, inventory_file: pathlib.Path, message: str, timeout: float = 180) -> list[tuple]:
+def sync_as_modelled(flame, inventory_file: pathlib.Path, message: str, usual: float = 30) -> list[tuple]:
     """flame.sync(), checking that the real controller planned the gpugen Application's sync as the model does
     from the same live state. Returns the modelled tasks."""
     modelled, mark = modelled_tasks(flame, inventory_file), flame.argocd.log_mark()
-    flame.sync(inventory_file, message, timeout)
+    flame.sync(inventory_file, message, usual)
     assert_model_agrees(flame, modelled, mark)
     return modelled

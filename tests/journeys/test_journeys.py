@@ -18,12 +18,13 @@ import time
 import pytest
 import yaml
 
-from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, sync_as_modelled,  # noqa: F401
+from tests.journeys.journeys_support import (GPU, USUAL, Timer, sync_as_modelled,  # noqa: F401
                               no_jobs_left, pods_of_jobset, poll, researcher, submit, trainer_client, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
 from simulation.kube import ApiError, Client, conditions
 from simulation import flame as flame_mod
 from simulation.argocd_local import application_settled, describe_application
+from simulation.waiting import ceiling  # noqa: E402
 
 REPO = flame_mod.vs.REPO
 INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
@@ -115,14 +116,14 @@ def test_1_researcher_lists_exactly_the_class_runtimes(flame_cluster):
     r = researcher(flame_cluster, a)
     with Timer("1 list runtimes"):
         out = subprocess.run(["kubectl", "--kubeconfig", str(r.kubeconfig), "get", "clustertrainingruntimes",
-                              "-o", "name"], capture_output=True, text=True, timeout=60)
+                              "-o", "name"], capture_output=True, text=True, timeout=ceiling(6))
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == [f"clustertrainingruntime.trainer.kubeflow.org/{RUNTIME}"]
         names = [rt.name for rt in trainer_client(r).list_runtimes()]
         assert names == [RUNTIME]
         # "Inspecting runtimes": the full definition, as the researcher, carries the class's nodeSelector.
         out = subprocess.run(["kubectl", "--kubeconfig", str(r.kubeconfig), "get", "clustertrainingruntime",
-                              RUNTIME, "-o", "yaml"], capture_output=True, text=True, timeout=60)
+                              RUNTIME, "-o", "yaml"], capture_output=True, text=True, timeout=ceiling(6))
         assert out.returncode == 0, out.stderr
         runtime = yaml.safe_load(out.stdout)
         selectors = [job["template"]["spec"]["template"]["spec"].get("nodeSelector")
@@ -286,7 +287,7 @@ def test_5_plain_job_gets_the_pvcs_and_counts_against_the_same_quota(flame_clust
             assert claim.mountPath in mounts, f"no volume mounted at {claim.mountPath}: {mounts}"
             assert volumes[mounts[claim.mountPath]]["persistentVolumeClaim"]["claimName"] == claim.claimName
         poll(lambda: conditions(r.client.get("batch/v1", "Job", "plain-gpu-job", ns)).get("Complete", {})
-             .get("status") == "True", TIMEOUT, "plain Job Complete")
+             .get("status") == "True", USUAL, "plain Job Complete")
         r.client.delete("batch/v1", "Job", "plain-gpu-job", ns)
 
 
@@ -397,6 +398,6 @@ def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster
         # (foreground deletion; Kueue's in-use finalizer on the flavor): they must then go.
         for api, kind, name in (("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100"),
                                 ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "torch-a100")):
-            poll(lambda: flame.admin.get(api, kind, name) is None, TIMEOUT, f"{kind} {name} gone")
+            poll(lambda: flame.admin.get(api, kind, name) is None, USUAL, f"{kind} {name} gone")
         cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", a)
         assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == [CLASS]

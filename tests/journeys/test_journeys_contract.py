@@ -13,11 +13,12 @@ import yaml
 
 from generator.inventory.duration import seconds
 
-from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, long_job, no_jobs_left, poll,  # noqa: F401
+from tests.journeys.journeys_support import (GPU, USUAL, Timer, long_job, no_jobs_left, poll,  # noqa: F401
                                              researcher, submit, trainer_client, wait_workload, workload_of)
 from tests.support.inventories import edited, setting, write
 from tests.journeys.test_journeys import CLASS, RUNTIME, cluster_queue_usage, groups
 from simulation.kube import ApiError, conditions
+from simulation.waiting import ceiling  # noqa: E402
 
 PRIORITY = "kueue.x-k8s.io/priority-class"
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
@@ -64,7 +65,7 @@ def test_c1_impossible_requests_are_refused_at_submission_and_nothing_is_created
         path = r.kubeconfig.parent / "too-big.json"
         path.write_text(json.dumps(job))
         out = subprocess.run(["kubectl", "--kubeconfig", str(r.kubeconfig), "create", "-f", str(path)],
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=ceiling(6))
         assert out.returncode != 0 and f"{CLASS} nodes have {flame.inventory.classes[CLASS].perNode.memory} of memory" \
             in out.stderr, out.stderr
         # More GPUs at once than the group can ever hold (its quota plus all the cohort can lend).
@@ -135,7 +136,7 @@ def test_c4_a_job_past_its_walltime_is_stopped_and_its_quota_freed(flame_cluster
         r.client.create(long_job(flame, ns, "short-walltime", labels={WALLTIME: "15"}))
         wait_workload(r.client, ns, "Job", "short-walltime", "Admitted")
         poll(lambda: cluster_queue_usage(flame, a).get((CLASS, GPU), ("0",))[0] == "1", 20, "the GPU in use")
-        wl = wait_workload(r.client, ns, "Job", "short-walltime", "Evicted", timeout=TIMEOUT)
+        wl = wait_workload(r.client, ns, "Job", "short-walltime", "Evicted", usual=USUAL)
         evicted = conditions(wl)["Evicted"]
         assert "maximum execution time" in evicted["message"].lower() or "MaximumExecutionTime" in evicted["reason"], evicted
         assert wl["spec"].get("active") is False, wl["spec"]
@@ -190,7 +191,7 @@ def test_c6_a_finished_trainjob_is_deleted_after_the_ttl(flame_cluster, tmp_path
                     seen.append(conditions(live).get("Complete", {}).get("status") == "True")
                 return live is None
             # The job runs for seconds; the schedule for a TTL this short is every minute.
-            poll(deleted, TIMEOUT + 150, f"TrainJob {ns}/{job} deleted by finished-trainjobs")
+            poll(deleted, USUAL + 60, f"TrainJob {ns}/{job} deleted by finished-trainjobs")
             assert seen and seen[-1], f"TrainJob {ns}/{job} was deleted before it was seen Complete"
             assert flame.admin.get(JOBSET, "JobSet", job, ns) is None  # researchers cannot read JobSets
         finally:

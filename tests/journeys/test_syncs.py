@@ -13,24 +13,25 @@ use (simulation/argo_sync.py): it must plan the tasks the real controller planne
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
 import sys
 
 import yaml
 
-from tests.journeys.journeys_support import (GPU, TIMEOUT, Timer, assert_model_agrees, long_job, modelled_tasks,  # noqa: F401
+from tests.journeys.journeys_support import (GPU, USUAL, Timer, assert_model_agrees, long_job, modelled_tasks,  # noqa: F401
                               no_jobs_left, poll, researcher, submit, sync_as_modelled, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
 from tests.support.inventories import edited, write
 from simulation.kube import conditions
 
 from generator.plan import WAITS_ON_WORKLOADS
+from simulation.waiting import ceiling  # noqa: E402
 
 CLASS = "gh200"
 KUEUE = "kueue.x-k8s.io/v1beta2"
-SYNC_TIMEOUT = float(os.environ.get("GPUGEN_SYNC_TIMEOUT", "180"))
+# Seconds Argo CD usually takes to sync a change of the tree here (simulation/waiting.py bounds the waits on it).
+SYNC_USUAL = 30.0
 
 
 def inventory_variant(flame, tmp_path: pathlib.Path, change) -> pathlib.Path:
@@ -56,7 +57,7 @@ def plan(flame, inventory: pathlib.Path) -> str:
     site.write_text(site_inventory(inventory, flame.argocd.repo.url, flame.argocd.repo.chart_mirror))
     try:
         done = subprocess.run([sys.executable, "-m", "generator", "plan", "--inventory", str(site), "--out", "rendered",
-                               "--base", "HEAD"], cwd=checkout, capture_output=True, text=True, timeout=120)
+                               "--base", "HEAD"], cwd=checkout, capture_output=True, text=True, timeout=ceiling(12))
     finally:
         site.unlink()
     assert done.returncode == 0, done.stderr
@@ -71,8 +72,8 @@ def test_s1_renaming_a_flavor_moves_every_queue_to_the_new_flavor(flame_cluster,
     renamed = inventory_variant(flame, tmp_path, lambda d: d["classes"][CLASS].__setitem__("flavor", "gh200-hopper"))
     with Timer("s1 flavor rename"):
         try:
-            sync_as_modelled(flame, renamed, "rename flavor gh200 -> gh200-hopper", SYNC_TIMEOUT)
-            poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", CLASS) is None, TIMEOUT, "flavor gh200 pruned")
+            sync_as_modelled(flame, renamed, "rename flavor gh200 -> gh200-hopper", SYNC_USUAL)
+            poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", CLASS) is None, USUAL, "flavor gh200 pruned")
             assert flame.admin.get(KUEUE, "ResourceFlavor", "gh200-hopper")
             for group in flame.inventory.groups:
                 assert flavors_of(flame, group) == ["gh200-hopper"], group
@@ -84,8 +85,8 @@ def test_s1_renaming_a_flavor_moves_every_queue_to_the_new_flavor(flame_cluster,
             assert assignment["flavors"][GPU] == "gh200-hopper"
             wait_trainjob_complete(r, ns, job)
         finally:
-            flame.sync(flame.inventory_file, "flavor gh200 back", SYNC_TIMEOUT)
-        poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", "gh200-hopper") is None, TIMEOUT,
+            flame.sync(flame.inventory_file, "flavor gh200 back", SYNC_USUAL)
+        poll(lambda: flame.admin.get(KUEUE, "ResourceFlavor", "gh200-hopper") is None, USUAL,
              "flavor gh200-hopper pruned")
         assert flavors_of(flame, a) == [CLASS]
 
@@ -112,7 +113,7 @@ def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(f
             def pruned_and_held():
                 cq = flame.admin.get(KUEUE, "ClusterQueue", b)
                 return cq if cq and cq["metadata"].get("deletionTimestamp") else None
-            cq = poll(pruned_and_held, SYNC_TIMEOUT, f"Argo CD's sync of {revision[:8]} pruning ClusterQueue {b}")
+            cq = poll(pruned_and_held, SYNC_USUAL, f"Argo CD's sync of {revision[:8]} pruning ClusterQueue {b}")
             # What the controller waits on, while Kueue holds the pruned ClusterQueue for B's running job.
             op = gpugen_application(flame)["status"].get("operationState", {})
             print(f"\nClusterQueue {b} Terminating, finalizers {cq['metadata'].get('finalizers')}; Argo CD's "
@@ -123,14 +124,14 @@ def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(f
             assert conditions(wl)["Admitted"]["status"] == "True"
             # The job ends (here B cancels it); Kueue lets the ClusterQueue go; every Application settles.
             rb.client.delete("batch/v1", "Job", "long-gpu-job", ns, propagation="Foreground")
-            flame.argocd.wait_applications(None, SYNC_TIMEOUT, revision, check=flame.check_running)
+            flame.argocd.wait_applications(None, SYNC_USUAL, revision, check=flame.check_running)
             assert_model_agrees(flame, modelled, mark)
             assert flame.admin.get(KUEUE, "ClusterQueue", b) is None
             # The group's namespace and its PVCs stay (never pruned): deleting them is a human decision.
             assert flame.admin.get("v1", "Namespace", ns)["status"]["phase"] == "Active"
             assert flame.admin.get("v1", "PersistentVolumeClaim", flame.inventory.cluster.storage.home.claimName, ns)
         finally:
-            flame.sync(flame.inventory_file, f"group {b} back", SYNC_TIMEOUT)
+            flame.sync(flame.inventory_file, f"group {b} back", SYNC_USUAL)
         assert flame.admin.get(KUEUE, "ClusterQueue", b)
         assert flame.admin.get(KUEUE, "LocalQueue", "default", ns)
 
@@ -176,7 +177,7 @@ def test_s3_a_change_kueue_refuses_leaves_the_cluster_as_it_was_until_the_next_c
         try:
             revision = flame.push(flame.inventory_file, f"hand edit: {group} lends more GPUs than it has",
                                   edit=over_lend)
-            shown = poll(lambda: refusal_reported(gpugen_application(flame), revision), SYNC_TIMEOUT,
+            shown = poll(lambda: refusal_reported(gpugen_application(flame), revision), SYNC_USUAL,
                          f"Argo CD reporting Kueue's refusal of {revision[:8]}")
             print(f"\nArgo CD on {revision[:8]}: {shown[:400]}")
             assert "lendingLimit" in shown and f"ClusterQueue/{group}" in shown, shown
@@ -187,7 +188,7 @@ def test_s3_a_change_kueue_refuses_leaves_the_cluster_as_it_was_until_the_next_c
             if revision:
                 repaired = flame.argocd.repo.revert()  # the usual repair: the bad commit reverted
                 flame.argocd.refresh()
-                flame.argocd.wait_applications(None, SYNC_TIMEOUT, repaired, check=flame.check_running)
+                flame.argocd.wait_applications(None, SYNC_USUAL, repaired, check=flame.check_running)
         app = gpugen_application(flame)
         assert app["status"]["sync"]["revision"] == repaired
         assert not [c for c in app["status"].get("conditions", []) or [] if c["type"] == "ComparisonError"]

@@ -15,6 +15,7 @@ import yaml
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 from simulation.processes import ComponentFailed, Processes, leftover_processes, wait_ready  # noqa: E402
+from simulation.waiting import ceiling  # noqa: E402
 from simulation import upstream as vs  # noqa: E402
 
 
@@ -41,7 +42,7 @@ def test_stop_ends_every_process_even_one_ignoring_sigterm(tmp_path):
     started = time.monotonic()
     procs.stop(grace=2)
     assert leftover_processes(pids) == []
-    assert 2 <= time.monotonic() - started < 10, "SIGKILL once the grace period is over, not before"
+    assert 2 <= time.monotonic() - started < ceiling(1), "SIGKILL once the grace period is over, not before"
 
 
 def test_processes_die_with_the_python_process_that_started_them(tmp_path):
@@ -58,7 +59,7 @@ def test_processes_die_with_the_python_process_that_started_them(tmp_path):
     assert leftover_processes([child]) == [child]
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + ceiling(1)
     while leftover_processes([child]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert leftover_processes([child]) == []

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from generator.cli import main as gpugen
 from generator.inventory import duration
 from tests.journeys.journeys_support import poll
+from simulation.waiting import REQUEST, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.tools
 
@@ -27,7 +28,7 @@ GH200 = "gh200"
 
 def query(prometheus, expr: str, at: float | None = None) -> list[dict]:
     params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
-    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=30) as r:
+    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=REQUEST) as r:
         answer = json.load(r)
     assert answer["status"] == "success", answer
     return answer["data"]["result"]
@@ -52,33 +53,34 @@ def test_prometheus_scrapes_every_installed_controller(flame_cluster, prometheus
     def all_up():
         up = query(prometheus, 'max by (gpugen_component) (up{gpugen_component!=""})')
         return {r["metric"]["gpugen_component"] for r in up if r["value"][1] == "1"} >= components
-    deadline = time.monotonic() + 3 * interval_seconds(flame_cluster) + 30
-    while not all_up():
-        if time.monotonic() > deadline:
-            with urllib.request.urlopen(f"{prometheus.url}/api/v1/targets", timeout=30) as r:
-                targets = json.load(r)["data"]["activeTargets"]
-            pytest.fail("not every controller is scraped: " + "; ".join(
-                f"{t['labels'].get('job')} {t['scrapeUrl']} {t['health']} {t.get('lastError', '')}" for t in targets))
-        time.sleep(2)
+
+    def targets():
+        with urllib.request.urlopen(f"{prometheus.url}/api/v1/targets", timeout=REQUEST) as r:
+            return "not every controller is scraped: " + "; ".join(
+                f"{t['labels'].get('job')} {t['scrapeUrl']} {t['health']} {t.get('lastError', '')}"
+                for t in json.load(r)["data"]["activeTargets"])
+    # Three scrapes usually suffice.
+    wait_for(all_up, "every controller scraped", 3 * interval_seconds(flame_cluster), interval=2,
+             describe=targets)
     # Kueue's queue metrics, through the rendered recording rules (evaluated every 30 s).
     groups = set(flame_cluster.inventory.groups)
 
     def recorded():
         return {r["metric"]["cluster_queue"] for r in query(
             prometheus, 'gpugen:cluster_queue_resource_usage{resource="nvidia.com/gpu"}')} >= groups
-    deadline = time.monotonic() + 75
-    while not recorded():
-        if time.monotonic() > deadline:
-            raw = query(prometheus, 'count by (__name__) ({__name__=~"kueue_cluster_queue_.*"})')
-            pytest.fail(f"no recorded GPU usage for every group; Kueue's queue series: {raw}")
-        time.sleep(3)
+
+    def raw():
+        series = query(prometheus, 'count by (__name__) ({__name__=~"kueue_cluster_queue_.*"})')
+        return f"no recorded GPU usage for every group; Kueue's queue series: {series}"
+    # Two rule evaluations usually suffice.
+    wait_for(recorded, "GPU usage recorded for every group", 60, interval=3, describe=raw)
 
 
 def test_gpu_hours_match_what_kueue_admitted(flame_cluster, prometheus, tmp_path, request):
     ledger = flame_cluster.ledger
     interval = interval_seconds(flame_cluster)
     # Every spell has ended and been scraped at least once since.
-    poll(lambda: all(s.end is not None for s in ledger.spells), 120, "every Workload's quota released")
+    poll(lambda: all(s.end is not None for s in ledger.spells), 20, "every Workload's quota released")
     time.sleep(interval + 2)
     end = time.time()
     truth = ledger.gpu_seconds(until=end)

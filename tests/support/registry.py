@@ -12,6 +12,7 @@ from generator.versions import pin
 from simulation.flame import KYVERNO_HTTP_BLOCKLIST
 from simulation.upstream import go_program
 from tests.support import REPO
+from simulation.waiting import STOP_GRACE  # noqa: E402
 
 # Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<REPO_TAG>, e.g.
 # DIGEST_VISION_TRAIN_ARM64_SINGLE); the fixture fills in the address of the registry it started and the digests
@@ -74,7 +75,7 @@ def registry(tmp_path_factory):
         watchdog.cancel()
         process.stdin.close()  # the registry serves until its stdin closes
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=STOP_GRACE)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -26,6 +26,7 @@ from generator.inventory.naming import KUBERNETES_RESOURCE, flavor_name
 from simulation.control_plane import free_port, stop_process
 from simulation.upstream import Unavailable, tool_bin
 from tests.support import INVENTORY, REPO
+from simulation.waiting import PROBE, ceiling  # noqa: E402
 
 T0 = int(datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp())
 HOURS = 12
@@ -101,7 +102,7 @@ def serving(text: str, work: Path, timeout: float = 60) -> Iterator[str]:
     source, data, config = work / "usage.om.txt", work / "data", work / "prometheus.yml"
     source.write_text(text)
     backfill = subprocess.run([tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", source, data],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=ceiling(30))
     assert backfill.returncode == 0, f"promtool could not backfill:\n{backfill.stdout}{backfill.stderr}"
     config.write_text("global:\n  scrape_interval: 15s\n")  # nothing scraped: the blocks are all it serves
     url = f"http://127.0.0.1:{free_port()}"
@@ -114,7 +115,7 @@ def serving(text: str, work: Path, timeout: float = 60) -> Iterator[str]:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as ready:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=PROBE) as ready:
                     if ready.status == 200:
                         break
             except (urllib.error.URLError, OSError):

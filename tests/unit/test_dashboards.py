@@ -24,6 +24,7 @@ from generator.builders.prometheus import COMPONENT_LABEL
 from generator.inventory.naming import KUBERNETES_RESOURCE
 from generator.limits import object_problems
 from generator.versions import pin
+from simulation.waiting import ceiling  # noqa: E402
 
 PROMQLPARSE_SOURCE = REPO / "tests" / "monitoring" / "promqlparse" / "main.go"
 # The Prometheus module whose parser the queries must satisfy: the pinned one.
@@ -115,7 +116,7 @@ assert not any(m.startswith("grafana_foundation_sdk") for m in sys.modules), "im
 grafana.dashboards(inventory(edited(flame_data(), setting("cluster.monitoring", {}))))
 assert "grafana_foundation_sdk" in sys.modules
 """
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=ceiling(12))
     assert done.returncode == 0, done.stderr
 
 
@@ -130,7 +131,7 @@ from generator.builders import grafana
 print(json.dumps(grafana.dashboard_json(monitored({"dcgmExporter": True}, with_h100))))
 """
     for seed in ("1", "2"):
-        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=ceiling(12),
                               env={**os.environ, "PYTHONHASHSEED": seed})
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == first
@@ -300,7 +301,7 @@ def promql(tmp_path_factory):
     def parse(expressions: dict[str, str]) -> dict[str, dict]:
         done = subprocess.run([str(binary)], input=json.dumps([{"id": k, "expression": v}
                                                                for k, v in expressions.items()]),
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=ceiling(12))
         assert done.returncode == 0, done.stderr
         return {r["id"]: r for r in json.loads(done.stdout)}
 

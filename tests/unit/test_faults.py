@@ -28,6 +28,7 @@ from generator.inventory import load_inventory_text
 from generator.tree import render_trees
 
 from tests.support import synth  # noqa: E402
+from simulation.waiting import ceiling  # noqa: E402
 
 FLAME = INVENTORY.read_text()
 NAME = "gpu_classes.yaml"
@@ -187,7 +188,7 @@ def test_a_really_full_tmpfs_keeps_the_previous_tree(inventories, tmp_path):
     script = TMPFS_SCRIPT.format(size="1m", mnt=mnt, repo=REPO, python=sys.executable, small=small, big=big,
                                  work=tmp_path)
     run = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=ceiling(12))
     if run.returncode != 0 and "mount" in run.stderr:
         pytest.skip(f"cannot mount a tmpfs here: {run.stderr.strip()}")
     assert run.returncode == 0, run.stderr
@@ -212,7 +213,7 @@ def test_sigkill_at_random_points_never_leaves_a_mixed_tree(inventories, tmp_pat
     started = time.monotonic()
     inventory.write_text(texts["b"])
     probe = start_render(inventory, tmp_path)
-    probe.wait(timeout=60)
+    probe.wait(timeout=ceiling(6))
     duration = time.monotonic() - started
     rng = random.Random(20261203)
     outcomes = {"a": 0, "b": 0}
@@ -224,14 +225,14 @@ def test_sigkill_at_random_points_never_leaves_a_mixed_tree(inventories, tmp_pat
             if attempt < 4:  # anywhere in the run: start-up, reading, rendering, writing, swapping
                 time.sleep(rng.uniform(0.1, duration * 1.1))
             else:  # while the new tree is being written or swapped in
-                deadline = time.monotonic() + 60
+                deadline = time.monotonic() + ceiling(6)
                 while not any(is_temporary(p.name) for p in tmp_path.iterdir()) and process.poll() is None:
                     assert time.monotonic() < deadline
                     time.sleep(0.002)
                 time.sleep(rng.uniform(0, 0.4))
             process.send_signal(signal.SIGKILL)
         finally:
-            process.wait(timeout=60)
+            process.wait(timeout=ceiling(6))
         synced, bootstrap, docs = state(tmp_path)
         for found, expected in ((synced, "synced"), (bootstrap, "bootstrap"), (docs, "docs")):
             options = [getattr(trees[k], expected) for k in ("a", "b")]
@@ -249,7 +250,7 @@ def test_concurrent_renders_serialise(inventories, tmp_path):
     first, second = put(tmp_path, texts["a"], "a"), put(tmp_path, texts["b"], "b")
     for _ in range(3):
         processes = [start_render(first, tmp_path), start_render(second, tmp_path)]
-        results = [(p.wait(timeout=120), p.stderr.read().decode()) for p in processes]
+        results = [(p.wait(timeout=ceiling(12)), p.stderr.read().decode()) for p in processes]
         assert [code for code, _ in results] == [0, 0], results
         found = state(tmp_path)
         assert found in (as_state(trees["a"]), as_state(trees["b"])), "all three outputs from one render"
@@ -308,7 +309,7 @@ def test_concurrent_edits_both_land(tmp_path):
     commands = [[sys.executable, "-m", "generator", "inventory", "add-namespace", "--inventory", str(inventory),
                  "vision-lab", f"vision-lab-{n}"] for n in range(4)]
     processes = [subprocess.Popen(c, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for c in commands]
-    assert [p.wait(timeout=120) for p in processes] == [0] * 4, [p.stderr.read() for p in processes]
+    assert [p.wait(timeout=ceiling(12)) for p in processes] == [0] * 4, [p.stderr.read() for p in processes]
     text = inventory.read_text()
     assert all(f"vision-lab-{n}" in text for n in range(4)), text
     assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]

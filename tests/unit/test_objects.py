@@ -22,6 +22,7 @@ from simulation.upstream import unavailable
 from generator.inventory.quantity import parse_quantity
 from generator.repo_server import directory_size_warning
 from generator.versions import pin
+from simulation.waiting import ceiling  # noqa: E402
 
 POD_SPEC_PATH = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"  # Argo CD's annotation (argo-cd docs: Sync Phases and Waves)
@@ -43,7 +44,7 @@ def trainer_constants() -> dict[str, str]:
 
 @cache
 def crd_schema(file_name: str, version: str) -> dict:
-    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True, timeout=ceiling(60))
     if done.returncode != 0:
         unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr[-300:]}")
     crd = yaml.safe_load((Path(done.stdout.strip()) / file_name).read_text())

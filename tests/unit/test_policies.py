@@ -49,6 +49,7 @@ from generator.versions import pin
 from tests.support.inventories import inventory as validated, variant
 from tests.support.registry import (HTTP_BLOCKLIST, LOCALHOST_REGISTRY, REGISTRY, REGISTRY_PASSWORD, REGISTRY_USER,
                                     with_test_registry)
+from simulation.waiting import ceiling  # noqa: E402
 
 HERE = REPO / "tests" / "policies"
 CASES_FILE = HERE / "cases.yaml"
@@ -465,7 +466,7 @@ def run(tmp_path_factory, inventories, case_objects, crds, registry) -> Run:
                     stdout=out, stderr=err, text=True,
                     env={**os.environ, "DOCKER_CONFIG": str(docker), **HTTP_BLOCKLIST}), output))
         for process, output in processes:
-            process.wait(timeout=900)
+            process.wait(timeout=ceiling(90))
             out = output.read_text()
             stdout += out + Path(f"{output}.err").read_text()
             rows.update(parse_output(out))
@@ -571,7 +572,7 @@ def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_ob
     result["result"] = "pass"  # torch-distributed is denied: expecting a pass must fail
     dump(test_file, test)
     done = subprocess.run([str(kyverno_path()), "test", str(tmp_path / suite.name), "--remove-color"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=ceiling(30))
     assert done.returncode != 0
     assert "Want pass, got fail" in done.stdout
     assert f"Test Summary: {len(POLICIES_FOR['TrainJob']) - 1} tests passed and 1 tests failed" in done.stdout
@@ -650,7 +651,7 @@ def update_responses(engine, tmp_path_factory, inventories, case_objects) -> dic
                 "namespaces": kyverno.research_namespaces(inventory),
             })
         done = subprocess.run([str(engine), *files], input=json.dumps(requests), capture_output=True, text=True,
-                              timeout=300)
+                              timeout=ceiling(30))
         assert done.returncode == 0, done.stderr
         for response in json.loads(done.stdout):
             responses[int(response["id"])].append(response)
@@ -693,7 +694,7 @@ def test_test_objects_are_real_objects():
     attempts could be sent for real; only OUTSIDE_TRAINER_SCHEMA cannot."""
     require_tool(cache_dir() / "bin" / f"kubeconform-{pin('KUBECONFORM')}", "kubeconform", "run `make tools`")
     done = subprocess.run(["bash", "tools/kubeconform.sh", "tests/policies/resources", "tests/policies/patched"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, capture_output=True, text=True, timeout=ceiling(60))
     invalid = sorted(re.findall(r" - (\w+) (\S+) is invalid", done.stdout))
     assert invalid == OUTSIDE_TRAINER_SCHEMA, done.stdout + done.stderr
     assert re.search(r"Errors: 0, Skipped: 0", done.stdout), done.stdout + done.stderr
@@ -809,7 +810,7 @@ def test_unquoted_quantities_are_no_cel_error(tmp_path, inventories):
                                     "metadata": {"name": "values"}, "namespaces": namespace_objects({"vision-lab"})})
     done = subprocess.run([binary, "apply", str(policies), "--resource", str(HERE / "unquoted-quantities.yaml"),
                            "--userinfo", str(tmp_path / "user.yaml"), "--values-file", str(tmp_path / "values.yaml"),
-                           "--remove-color"], capture_output=True, text=True, timeout=300)
+                           "--remove-color"], capture_output=True, text=True, timeout=ceiling(30))
     output = done.stdout + done.stderr
     # Both pods request GPUs as a researcher (gpu-pods-from-jobs fails twice); the second says void beside a GPU
     # request (gpu-visibility fails); the rest pass, the two mutations included.
@@ -864,7 +865,7 @@ def test_every_cel_expression_parses(tmp_path_factory, inventories):
     broken = {"broken:unbalanced": "variables.images.filter(i, i != \"\"", "broken:operator": "object.spec +"}
     done = subprocess.run([str(binary)], input=json.dumps([{"id": k, "expression": v} for k, v in
                                                           {**found, **broken}.items()]),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=ceiling(12))
     assert done.returncode == 0, done.stderr
     failures = {f["id"]: f["error"] for f in json.loads(done.stdout)}
     assert set(failures) == set(broken), failures

@@ -23,6 +23,7 @@ from simulation.upstream import go_program, unavailable
 from generator.inventory import InventoryInvalid, load_inventory_text
 from generator.inventory.quantity import MAX_QUANTITY, parse_quantity
 from generator.versions import pin
+from simulation.waiting import ceiling  # noqa: E402
 
 SOURCE = REPO / "tests" / "quantity" / "main.go"
 
@@ -70,7 +71,7 @@ def parse_quantity_upstream(tmp_path_factory, apimachinery_version):
                         tmp_path_factory)
 
     def parse(inputs: list[str]) -> list[dict]:
-        done = subprocess.run([str(binary)], input=json.dumps(inputs), capture_output=True, text=True, timeout=120)
+        done = subprocess.run([str(binary)], input=json.dumps(inputs), capture_output=True, text=True, timeout=ceiling(12))
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
@@ -112,7 +113,7 @@ def test_parser_agrees_with_apimachinery_parse_quantity(parse_quantity_upstream)
 
 def kueue_quantity_pattern() -> re.Pattern[str]:
     """The pattern the pinned Kueue ClusterQueue CRD puts on nominalQuota (tools/crds.sh)."""
-    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True, timeout=ceiling(60))
     if done.returncode != 0:
         unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr.strip()[-300:]}")
     crd = yaml.safe_load((Path(done.stdout.strip()) / "kueue.x-k8s.io_clusterqueues.yaml").read_text())

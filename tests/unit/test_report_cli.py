@@ -24,6 +24,7 @@ from generator.inventory import load_inventory
 from generator.prometheus_api import Prometheus
 from tests.support import INVENTORY, REPO
 from tests.support.report_example import FOREIGN_QUEUE, JOBS, T0, expected_hours, openmetrics, serving, window
+from simulation.waiting import ceiling  # noqa: E402
 
 CSV_HEADER = ["period_start", "period_end", "step_seconds", "group", "class",
               "gpu_hours", "allocated_gpu_hours", "gpu_percent_of_allocation",
@@ -115,7 +116,7 @@ def test_the_chart_png_and_svg(prometheus, tmp_path):
     done = subprocess.run([sys.executable, "-m", "generator", "report", "--inventory", str(INVENTORY),
                            "--prometheus", prometheus, "--from", start, "--to", end, "--chart", str(png),
                            "--format", "csv", "--output", str(out)], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=ceiling(30))
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert f"wrote {png}" in done.stderr and f"wrote {out}" in done.stderr
