@@ -1,11 +1,18 @@
-"""How long the simulated FLAME takes to come up (what `make demo` waits for), and where that time goes.
+"""How much the simulated FLAME's start costs (what `make demo` waits for): CPU seconds per process, wall time, and
+where the time goes.
 
-Starts the simulated FLAME (simulation/flame.py) from an empty directory `--runs` times, stops it each time,
-and prints, per run, the harness's phases and, read from the real Argo CD application controller's log, when
-each Application's first sync began and when it was last seen Synced and Healthy, relative to the bootstrap's
-first sync. The processes it starts are stopped by it, also on Ctrl-C.
+Starts the simulated FLAME (simulation/flame.py) from an empty directory, each start in a fresh Python process, and
+stops it again (every process it started, also on Ctrl-C). Per start: the CPU seconds every process used until the
+FLAME was ready (its descendants included; the harness with what it ran), the harness's phases, and, from the real
+Argo CD application controller's log, when each Application's first sync began and when it was last seen Synced
+and Healthy. CPU seconds travel between machines better than wall time; the machine's bare import
+(`python -c 'import pydantic, yaml, click'`) is printed beside them, so that its speed is on record.
 
-    .venv/bin/python -m benchmarks.flame_start [--runs N] [--work DIR]
+    .venv/bin/python -m benchmarks.flame_start [--runs N] [--against REV] [--work DIR] [--write-readme]
+
+--against REV starts the FLAME of git revision REV (a temporary worktree of this repository) in turn with this
+checkout's, A B A B ..., the way to show what a change saves on the same machine in one run. --write-readme
+rewrites the table between the flame_start markers in benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -16,12 +23,15 @@ import os
 import pathlib
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-
-from simulation import flame as flame_mod  # noqa: E402
+README = REPO / "benchmarks" / "README.md"
+BEGIN, END = "<!-- flame_start -->", "<!-- /flame_start -->"
+BARE_IMPORT = "import pydantic, yaml, click"
 
 
 def _time(text: str) -> datetime.datetime:
@@ -113,39 +123,129 @@ def cpu_seconds(flame, harness_before: float = 0.0) -> dict[str, float]:
     return out
 
 
+def measure_one(source: pathlib.Path, work: pathlib.Path) -> dict:
+    """One start of the FLAME of the checkout `source` (this process imports its simulation), measured."""
+    sys.path.insert(0, str(source))
+    os.chdir(source)
+    from simulation import flame as flame_mod  # noqa: PLC0415 (the checkout's own, chosen at run time)
+    harness_before = harness_cpu()
+    started = time.monotonic()
+    flame = flame_mod.start_flame(work, log=lambda message: print(f"  {message}", file=sys.stderr, flush=True))
+    try:
+        wall = time.monotonic() - started
+        cpu = cpu_seconds(flame, harness_before)
+        timeline = application_timeline(flame.argocd.controller.log)
+        establishing = crd_establishing(flame.admin)
+    finally:
+        flame.stop()
+    return {"wall": wall, "timings": flame.timings, "cpu": cpu, "timeline": timeline, "establishing": establishing}
+
+
+def bare_import() -> float:
+    """Seconds of `python -c 'import pydantic, yaml, click'`: the machine's speed, as render_floor.py measures it."""
+    best = []
+    for _ in range(5):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", BARE_IMPORT], check=True)
+        best.append(time.monotonic() - started)
+    return statistics.median(best)
+
+
+def _start(source: pathlib.Path, work: pathlib.Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.flame_start", "--one", str(source), "--work", str(work)],
+                          cwd=REPO, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the FLAME of {source} did not start (exit {done.returncode}); its log is above")
+    return json.loads(done.stdout)
+
+
+def _worktree(revision: str, into: pathlib.Path) -> pathlib.Path:
+    path = into / f"at-{revision}"
+    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), revision], cwd=REPO, check=True)
+    return path
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(results: dict[str, list[dict]], bare: float) -> str:
+    """CPU seconds per process (median over the runs) for each checkout measured, with wall times and totals."""
+    labels = list(results)
+    names = sorted({n for runs in results.values() for r in runs for n in r["cpu"]},
+                   key=lambda n: -max(_median([r["cpu"].get(n, 0.0) for r in runs]) for runs in results.values()))
+    lines = [f"Bare import (`python -c '{BARE_IMPORT}'`, median of 5) on this machine: {bare * 1000:.0f} ms; "
+             f"{len(next(iter(results.values())))} start(s) of each, medians.", "",
+             "| CPU seconds to ready | " + " | ".join(labels) + " |",
+             "|---|" + "---:|" * len(labels)]
+    for name in names:
+        lines.append(f"| {name} | " + " | ".join(f"{_median([r['cpu'].get(name, 0.0) for r in results[label]]):.1f}"
+                                                 for label in labels) + " |")
+    lines.append("| **total** | " + " | ".join(f"**{_median([sum(r['cpu'].values()) for r in results[label]]):.1f}**"
+                                                for label in labels) + " |")
+    lines.append("| wall time to ready (what `make demo` waits for) | "
+                 + " | ".join(f"{_median([r['wall'] for r in results[label]]):.1f} s" for label in labels) + " |")
+    for phase in ("kubernetes", "argocd", "synced"):
+        lines.append(f"| &nbsp; {phase} at | " + " | ".join(
+            f"{_median([r['timings'].get(phase, float('nan')) for r in results[label]]):.1f} s" for label in labels)
+            + " |")
+    if len(labels) == 2:
+        a, b = (_median([sum(r["cpu"].values()) for r in results[label]]) for label in labels)
+        lines += ["", f"CPU total {labels[0]} / {labels[1]}: {a / b:.2f}"]
+    return "\n".join(lines)
+
+
+def write_readme(text: str) -> None:
+    content = README.read_text(encoding="utf-8")
+    if BEGIN not in content or END not in content:
+        raise SystemExit(f"{README} has no {BEGIN} ... {END} section")
+    head, rest = content.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--against", metavar="REV", help="also start the FLAME of this git revision, in turn")
     parser.add_argument("--work", type=pathlib.Path, help="keep each run's directory (logs) under DIR")
+    parser.add_argument("--write-readme", action="store_true", help="rewrite the table in benchmarks/README.md")
+    parser.add_argument("--one", type=pathlib.Path, help=argparse.SUPPRESS)  # one measured start, JSON on stdout
     args = parser.parse_args(argv)
-    totals = []
-    for run in range(1, args.runs + 1):
-        work = pathlib.Path(tempfile.mkdtemp(prefix=f"flame-start-{run}-", dir=args.work))
-        harness_before = harness_cpu()
-        flame = flame_mod.start_flame(work, log=lambda message: print(f"  {message}", flush=True))
-        try:
-            totals.append(flame.timings["ready"])
-            cpu = cpu_seconds(flame, harness_before)
-            timeline = application_timeline(flame.argocd.controller.log)
-            establishing = crd_establishing(flame.admin)
-        finally:
-            flame.stop()
-        print(f"run {run}: ready in {flame.timings['ready']:.1f} s ("
-              + ", ".join(f"{phase} at {seconds:.1f} s" for phase, seconds in flame.timings.items()) + ")")
-        print(f"  CPU seconds to ready: {sum(cpu.values()):.1f} in all (two cores give {2 * flame.timings['ready']:.0f} "
-              f"in {flame.timings['ready']:.0f} s)")
-        for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
-            print(f"  {name:40} {seconds:7.1f}")
-        print("  Application (seconds from the bootstrap's first sync): first sync -> Synced and Healthy")
-        for app, (start, end) in timeline.items():
-            print(f"  {app:28} {start:6.1f} -> {end:6.1f}  ({end - start:5.1f} s)")
-        print("  CRDs by API group: how many, seconds from creation to Established (median, max; the API server's "
-              "timestamps)")
-        for group, delays in sorted(establishing.items()):
-            print(f"  {group:32} {len(delays):3}  {statistics.median(delays):5.1f}  {max(delays):5.1f}")
-    if len(totals) > 1:
-        print(f"ready: median {statistics.median(totals):.1f} s, min {min(totals):.1f} s, max {max(totals):.1f} s "
-              f"over {len(totals)} runs")
+    if args.one:
+        json.dump(measure_one(args.one, args.work), sys.stdout)
+        return 0
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="flame-start-"))
+    sources = {"this checkout": REPO}
+    try:
+        if args.against:
+            sources[f"at {args.against}"] = _worktree(args.against, scratch)
+        results: dict[str, list[dict]] = {label: [] for label in sources}
+        for run in range(1, args.runs + 1):
+            for label, source in sources.items():
+                work = pathlib.Path(tempfile.mkdtemp(prefix=f"flame-{run}-", dir=args.work or scratch))
+                print(f"run {run}, {label}:", flush=True)
+                result = _start(source, work)
+                results[label].append(result)
+                print(f"  ready in {result['wall']:.1f} s, {sum(result['cpu'].values()):.1f} CPU seconds: "
+                      + ", ".join(f"{name} {seconds:.1f}" for name, seconds in
+                                  sorted(result["cpu"].items(), key=lambda item: -item[1])), flush=True)
+                print("  Application (seconds from the bootstrap's first sync): first sync -> Synced and Healthy")
+                for app, (start, end) in result["timeline"].items():
+                    print(f"  {app:28} {start:6.1f} -> {end:6.1f}  ({end - start:5.1f} s)")
+                print("  CRDs by API group: how many, seconds from creation to Established (median, max)")
+                for group, delays in sorted(result["establishing"].items()):
+                    print(f"  {group:32} {len(delays):3}  {statistics.median(delays):5.1f}  {max(delays):5.1f}")
+        text = table(results, bare_import())
+        print("\n" + text)
+        if args.write_readme:
+            write_readme(text)
+            print(f"rewrote the flame_start table of {README}")
+    finally:
+        if args.against:
+            subprocess.run(["git", "worktree", "remove", "--force", str(scratch / f"at-{args.against}")], cwd=REPO)
+        if not args.work:
+            subprocess.run(["rm", "-rf", str(scratch)])
     return 0
 
 
