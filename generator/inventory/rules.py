@@ -3,7 +3,8 @@
 Some of these mirror checks that only Kueue's admission webhook makes (no schema, no CEL), so a server-side
 dry-run without Kueue running would let them through and the sync would fail in the cluster. Others guard
 what no Kubernetes component checks at all: Kueue never compares quotas with node capacity.
-Each rule returns (location, reason) pairs; load.py turns locations into file:line:column.
+Each rule returns (location, reason) pairs, or (location, reason, other location) when the reason names a second
+place in the file (at ELSEWHERE); load.py turns locations into file:line:column.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from decimal import Decimal
 from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_total, parse_quantity
-from generator.inventory import clusters, duration
+from generator.inventory import clusters, duration, servers
 from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, allocated_pods, default_priority,
                                         flavor_name, reserved_namespaces, runtime_name, walltime_seconds)
 
 Loc = tuple[str | int, ...]
-Finding = tuple[Loc, str]
+Finding = tuple[Loc, str] | tuple[Loc, str, Loc]
+# Where a reason names the other location of a three-part finding; load.py writes FILE:LINE:COL there.
+ELSEWHERE = "{elsewhere}"
 
 # Kueue v1beta2's CRD limits on what the inventory sizes (maxProperties/maxItems): ResourceFlavor nodeLabels and
 # tolerations, and the flavors of one ClusterQueue resource group.
@@ -113,9 +116,20 @@ def _check_clusters(inventory: Inventory) -> Iterator[Finding]:
         yield ("clusters", name, "role"), f"{managers[0]!r} is already the manager; exactly one cluster is"
     server_of: dict[str, str] = {}
     for name, member in clusters.items():
-        other = server_of.setdefault(member.server.lower(), name)
+        server = servers.parse(member.server)
+        if member.role == "worker" and server.in_cluster:
+            yield ("clusters", name, "server"), (
+                f"{member.server} is the in-cluster address, where Argo CD reaches the manager (its own Applications "
+                f"go to {servers.IN_CLUSTER}): this worker's tree would land on the manager; give the worker's own "
+                "API server")
+            continue
+        other = server_of.setdefault(server.normalised, name)
         if other != name:
-            yield ("clusters", name, "server"), f"{member.server} is already the API server of cluster {other!r}"
+            same = "" if clusters[other].server == member.server else f", written {clusters[other].server}"
+            yield (("clusters", name, "server"),
+                   f"{member.server} is already the API server of cluster {other!r} ({ELSEWHERE}{same}): two clusters "
+                   "cannot share one",
+                   ("clusters", other, "server"))
     workers = [name for name, member in clusters.items() if member.role == "worker"]
     named = ", ".join(workers) or "none: declare a cluster with role: worker"
     busy: set[str] = set()
