@@ -91,7 +91,15 @@ CASES = [
     Case("oversubscribed-memory", [("        memory: 240G", "        memory: 800G")], "        memory: 240G",
          "groups.nlp-lab.allocations.gh200.memory", r"memory oversubscribed: .*1040G.*960G"),
     Case("duplicate-namespace", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, vision-lab]")], "[nlp-lab, vision-lab]",
-         "groups.nlp-lab.namespaces[1]", r"already belongs to group 'vision-lab'"),
+         "groups.nlp-lab.namespaces[1]",
+         r"^group 'nlp-lab' and group 'vision-lab' \(\S+gpu_classes.yaml:\d+:\d+\) would both render Namespace vision-lab"),
+    Case("namespace-listed-twice", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, nlp-lab]")], "[nlp-lab, nlp-lab]",
+         "groups.nlp-lab.namespaces[1]", r"^group 'nlp-lab' would render Namespace nlp-lab twice \(also from \S+:\d+:"),
+    Case("two-classes-one-flavor",
+         [("\ngroups:\n", "  h100:\n    arch: amd64\n    nodeSelector: {nvidia.com/gpu.product: H100}\n    flavor: gh200\n"
+                          f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n\ngroups:\n")],
+         "flavor: gh200", "classes.h100.flavor", r"class 'h100' and class 'gh200' \(\S+:\d+:\d+\) would both render "
+                                                 r"ResourceFlavor gh200"),
     Case("image-latest", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch:latest")], "pytorch:latest",
          "classes.gh200.image", r":latest"),
     Case("image-untagged", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch")], "image: ghcr.io/urcf/pytorch",
