@@ -2,7 +2,9 @@
 normalised form, and the in-cluster address Argo CD reaches its own cluster at.
 
 One API server has many spellings: `https://flame.example.org:6443/`, `https://FLAME.example.org:6443` and
-`https://flame.example.org.:6443` are one server, as are `https://hub.example.org` and `https://hub.example.org:443`.
+`https://flame.example.org.:6443` are one server, as are `https://hub.example.org` and `https://hub.example.org:443`,
+and `https://proxy.example.org/k8s//clusters/./c-1/` and `https://proxy.example.org/k8s/clusters/c-1` (Go's servers,
+the API server and the proxies in front of it, clean a path so).
 Rules compare the normalised form; the rendered objects keep the text the inventory wrote.
 
 Pure: text in, a parsed server or ValueError out.
@@ -11,6 +13,7 @@ Pure: text in, a parsed server or ValueError out.
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -31,7 +34,7 @@ _MAX_HOST = 253  # DNS
 @dataclass(frozen=True)
 class ApiServer:
     """A parsed API server URL: the host lower-cased, without a final dot (an address in its shortest form), the
-    port (443 when none is written), the path without a trailing '/'."""
+    port (443 when none is written), the path cleaned, without a trailing '/'."""
 
     host: str
     port: int
@@ -59,7 +62,15 @@ def parse(text: str) -> ApiServer:
     port = int(port_text[1:]) if port_text else HTTPS_PORT
     if not 1 <= port <= MAX_PORT:
         raise ValueError(f"{text!r}: port {port_text[1:]} is outside 1-{MAX_PORT}")
-    return ApiServer(_host(text, host), port, path.rstrip("/"))
+    return ApiServer(_host(text, host), port, _clean(path))
+
+
+def _clean(path: str) -> str:
+    """The path as Go's path.Clean makes it (repeated '/', '.' and '..' resolved), without a trailing '/'."""
+    if not path:
+        return ""
+    cleaned = posixpath.normpath(re.sub("/+", "/", path))
+    return "" if cleaned == "/" else cleaned
 
 
 def _host(text: str, host: str) -> str:

@@ -331,7 +331,9 @@ def test_a_cluster_with_components_of_its_own_gets_them_and_the_others_are_untou
     ("https://flame.example.org:6443", "https://flame.example.org:6443/", "https://FLAME.Example.org:6443",
      "https://flame.example.org.:6443", "https://flame.example.org:06443"),
     ("https://hub.example.org", "https://hub.example.org:443", "https://hub.example.org:443/", "https://hub.example.org/"),
-    ("https://rancher.example.org/k8s/clusters/c-1", "https://rancher.example.org:443/k8s/clusters/c-1/"),
+    ("https://rancher.example.org/k8s/clusters/c-1", "https://rancher.example.org:443/k8s/clusters/c-1/",
+     "https://rancher.example.org/k8s//clusters/./c-1", "https://rancher.example.org/k8s/x/../clusters/c-1//"),
+    ("https://hub.example.org/", "https://hub.example.org//", "https://hub.example.org/.", "https://hub.example.org/.."),
     ("https://10.0.0.1:6443", "https://10.0.0.1.:6443/"),
     ("https://[::1]:6443", "https://[0:0:0:0:0:0:0:1]:6443", "https://[0::1]:6443/"),
 ])
