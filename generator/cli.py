@@ -308,8 +308,8 @@ REPORT_HELP = f"""Report the GPU-hours (and CPU-hours, memory GiB-hours) each re
     period, against its allocation, from Kueue's kueue_cluster_queue_resource_usage in Prometheus: the quota Kueue
     admitted, not the utilisation the GPUs measured.
 
-    Bounds: a period from 1970-01-01 at the earliest, of at most {MAX_PERIOD_POINTS:,} steps per series (366 days
-    at 30s), checked before any request; each answer of Prometheus at most {MAX_ANSWER_BYTES // 2**20} MiB (a larger
+    Bounds: a period from 1970-01-01 at the earliest, of at most {MAX_PERIOD_POINTS:,} steps per series
+    ({MAX_PERIOD_POINTS * 30 // 86400} days at 30s), checked before any request; each answer of Prometheus at most {MAX_ANSWER_BYTES // 2**20} MiB (a larger
     one is asked again in halves), {MAX_SAMPLES:,} samples in all.
 
     Exit codes: 0 reported; 1 Prometheus unreachable, refusing the query, answering what is not Kueue's usage (a

@@ -84,7 +84,7 @@ def matrix_problem(data: dict, first: int, last: int, step: int) -> str | None:
             return f"whose series {number} has {'no' if metric is None else 'a ' + type(metric).__name__} metric"
         for label, value in metric.items():
             if not isinstance(value, str):
-                return f"whose series {number} has label {shown(label)} = {shown(str(value))}, not a string"
+                return f"whose series {number} has label {shown(label)} = {shown(json.dumps(value))}, not a string"
         values = series.get("values")
         if not isinstance(values, list):
             return (f"whose series {_labels(metric)} has {'no' if values is None else 'a ' + type(values).__name__} "
@@ -96,25 +96,28 @@ def matrix_problem(data: dict, first: int, last: int, step: int) -> str | None:
 
 
 def _samples_problem(values: list, first: int, last: int, step: int) -> str | None:
-    for sample in values:
-        if not isinstance(sample, list) or len(sample) != 2:
+    decimal = _DECIMAL.fullmatch
+    for sample in values:  # the common case checked fast (JSON gives exactly these types), any doubt told apart
+        if type(sample) is not list or len(sample) != 2:
             return f"a sample {shown(json.dumps(sample))}, not [time, \"value\"]"
-        time, text = sample
-        if isinstance(time, bool) or not isinstance(time, (int, float)) or not math.isfinite(time):
-            return f"a sample time {shown(json.dumps(time))}, not a number of seconds"
-        if not first <= time <= last or (time - first) % step:
-            return (f"a sample at {shown(json.dumps(time))}, off the query's grid ({iso(first)} to {iso(last)} "
-                    f"every {step}s)")
-        if not isinstance(text, str):
-            return f"a sample value {shown(json.dumps(text))}, not a string"
-        if not _DECIMAL.fullmatch(text):
-            named = text.lstrip("+-").lower() in ("nan", "inf", "infinity")
-            return (f"a sample value {shown(text)}, " + ("where Kueue's usage is a finite number" if named
-                                                           else "not a number"))
-        value = float(text)
-        if not 0 <= value <= MAX_USAGE:
-            return f"a sample value {shown(text)}, where Kueue's usage is from 0 to 2^63"
+        at, text = sample
+        if (type(at) is not int and type(at) is not float) or not first <= at <= last or (at - first) % step \
+                or type(text) is not str or not decimal(text) or not 0 <= float(text) <= MAX_USAGE:
+            return _sample_problem(at, text, first, last, step)
     return None
+
+
+def _sample_problem(at: object, text: object, first: int, last: int, step: int) -> str:
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+        return f"a sample time {shown(json.dumps(at))}, not a number of seconds"
+    if not first <= at <= last or (at - first) % step:
+        return f"a sample at {shown(json.dumps(at))}, off the query's grid ({iso(first)} to {iso(last)} every {step}s)"
+    if not isinstance(text, str):
+        return f"a sample value {shown(json.dumps(text))}, not a string"
+    if not _DECIMAL.fullmatch(text):
+        named = text.lstrip("+-").lower() in ("nan", "inf", "infinity")
+        return f"a sample value {shown(text)}, " + ("where Kueue's usage is a finite number" if named else "not a number")
+    return f"a sample value {shown(text)}, where Kueue's usage is from 0 to 2^63"
 
 
 def _labels(metric: dict) -> str:

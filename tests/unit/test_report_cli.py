@@ -296,7 +296,7 @@ def test_help_names_every_option():
     assert "not the utilisation" in result.output
     # The bounds, as README states them.
     text = " ".join(result.output.split())
-    assert "at most 1,100,000 steps per series (366 days at 30s)" in text and "at most 8 MiB" in text
+    assert "at most 1,100,000 steps per series (381 days at 30s)" in text and "at most 8 MiB" in text
     assert "10,000,000 samples in all" in text
 
 
