@@ -16,6 +16,7 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from itertools import groupby
 
 from generator.builders.kueue import cluster_queue
 from generator.errors import NoData
@@ -32,6 +33,17 @@ UNIT = {"gpus": "GPU-h", "cpu": "CPU-h", "memory": "GiB-h"}
 MAX_POINTS = 10_000
 DEFAULT_STEP = "30s"
 DEFAULT_FROM = "30d"
+# Bounds of what a report reads. Checked before any request: a period starts no earlier than Unix time 0 (Prometheus
+# keeps nothing older) and holds at most MAX_PERIOD_POINTS steps (a leap year at the default 30s). Checked as the
+# answers come (prometheus_api.py; how many series there are is Prometheus's to tell): one answer is read up to
+# MAX_ANSWER_BYTES (parsed, JSON takes up to about twenty times its size), and all of them hold at most MAX_SAMPLES
+# samples (16 bytes each once read). Together they keep a report within gpugen's memory bound.
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MAX_PERIOD_POINTS = 1_100_000
+MAX_ANSWER_BYTES = 8 * 2**20
+MAX_SAMPLES = 10_000_000
+# No Kubernetes quantity is larger (int64): a usage beyond it is no usage Kueue reported.
+MAX_USAGE = 2.0**63
 
 SeriesKey = tuple[str, str, str]  # cluster_queue, flavor, Kubernetes resource
 
@@ -60,39 +72,65 @@ def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def shown(text: str, limit: int = 40) -> str:
+    """An option's or an answer's text quoted on one line, a long one cut."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else quoted[:limit] + "..."
+
+
 def _duration(text: str, what: str) -> int:
     if not re.fullmatch(duration.PATTERN, text):
-        raise ValueError(f"{what}: {text!r} is not a duration such as 30s, 90m, 1d12h")
-    return duration.seconds(text)
+        raise ValueError(f"{what}: {shown(text)} is not a duration such as 30s, 90m, 1d12h")
+    try:
+        return duration.seconds(text)
+    except ValueError:  # more digits than Python turns into a number
+        raise ValueError(f"{what}: {shown(text)} is longer than any period") from None
 
 
 def _instant(text: str, relative_to: datetime, what: str) -> datetime:
-    """ISO 8601 (no offset: UTC), or a duration before `relative_to`."""
+    """ISO 8601 (no offset: UTC), or a duration before `relative_to`; not before EPOCH."""
     if re.fullmatch(duration.PATTERN, text):
-        return relative_to - timedelta(seconds=duration.seconds(text))
+        seconds = _duration(text, what)
+        if seconds > (relative_to - EPOCH).total_seconds():
+            raise ValueError(f"{what}: {shown(text)} before {iso(relative_to.timestamp())} is before "
+                             f"{iso(0)}, when Prometheus's time begins")
+        return relative_to - timedelta(seconds=seconds)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"{what}: {text!r} is neither an ISO 8601 time (2026-11-01, 2026-11-01T08:00:00Z) "
+        raise ValueError(f"{what}: {shown(text)} is neither an ISO 8601 time (2026-11-01, 2026-11-01T08:00:00Z) "
                          "nor a duration (30d, 12h)") from None
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    if moment < EPOCH:
+        raise ValueError(f"{what}: {shown(text)} is before {iso(0)}, when Prometheus's time begins")
+    return moment
 
 
 def parse_period(start: str, end: str | None, step: str, now: datetime) -> Period:
     """The period asked for on the command line: `end` defaults to `now` and may not be later, a relative `start`
-    counts back from `end`, a relative `end` from `now`. ValueError names the option at fault."""
+    counts back from `end`, a relative `end` from `now`; at most MAX_PERIOD_POINTS steps, the step no longer than
+    the period. ValueError names the option at fault."""
     step_seconds = _duration(step, "--step")
     if step_seconds < 1:
         raise ValueError("--step: must be at least 1s")
     end_time = now if end is None else _instant(end, now, "--to")
+    if end_time > now:
+        # The allocation would count hours no job could have used yet.
+        raise ValueError(f"--to ({iso(end_time.timestamp())}) is in the future; leave it out to report until now")
     start_time = _instant(start, end_time, "--from")
     # Whole seconds: the grid's timestamps come back exact.
     period = Period(math.floor(start_time.timestamp()), math.floor(end_time.timestamp()), step_seconds)
     if period.start >= period.end:
         raise ValueError(f"--from ({iso(period.start)}) must be before --to ({iso(period.end)})")
-    if end_time > now:
-        # The allocation would count hours no job could have used yet.
-        raise ValueError(f"--to ({iso(period.end)}) is in the future; leave it out to report until now")
+    length = period.end - period.start
+    if step_seconds > length:
+        raise ValueError(f"--step: {shown(step)} is longer than the period ({duration.show(length)}); at most "
+                         "the period")
+    if period.points > MAX_PERIOD_POINTS:
+        raise ValueError(
+            f"--from, --to, --step: {duration.show(length)} every {duration.show(step_seconds)} is "
+            f"{period.points:,} points per series; a report reads at most {MAX_PERIOD_POINTS:,}: ask for a --step "
+            f"of at least {duration.show(-(-length // MAX_PERIOD_POINTS))} or a shorter period")
     return period
 
 
@@ -122,25 +160,36 @@ class Samples:
 
 
 def collect(results: Iterable[list[dict]]) -> dict[SeriesKey, Samples]:
-    """The `result` of each chunk's matrix answer, in time order, as samples per series. Copies of one series
-    (in one answer) are merged with max; non-finite values are left out."""
+    """The `result` of each chunk's matrix answer (as prometheus_api.py has checked it), in time order, as samples
+    per series; a series without a sample is no series. Copies of one series (in one answer) are merged with max.
+    A value that is not a finite number is a ValueError: never counted as zero, nor left out."""
     collected: dict[SeriesKey, Samples] = {}
     for result in results:
-        chunk: dict[SeriesKey, dict[float, float]] = {}
-        for series in result:
-            metric = series.get("metric", {})
-            key = (metric.get("cluster_queue", ""), metric.get("flavor", ""), metric.get("resource", ""))
-            points = chunk.setdefault(key, {})
-            for timestamp, text in series.get("values", []):
-                value = float(text)
-                if math.isfinite(value):
-                    points[float(timestamp)] = max(value, points.get(float(timestamp), value))
+        chunk = _merged(result)
+        del result  # the next answer is read while this one would still be held
         for key, points in chunk.items():
+            if not points:
+                continue
             samples = collected.setdefault(key, Samples(array("d"), array("d")))
             for timestamp in sorted(points):
                 samples.times.append(timestamp)
                 samples.values.append(points[timestamp])
     return collected
+
+
+def _merged(result: list[dict]) -> dict[SeriesKey, dict[float, float]]:
+    """One answer's samples by series and time, copies merged with max."""
+    chunk: dict[SeriesKey, dict[float, float]] = {}
+    for series in result:
+        metric = series["metric"]
+        key = (metric.get("cluster_queue", ""), metric.get("flavor", ""), metric.get("resource", ""))
+        points = chunk.setdefault(key, {})
+        for timestamp, text in series["values"]:
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError(f"sample {text!r} of {key} at {timestamp} is not a finite number")
+            points[float(timestamp)] = max(value, points.get(float(timestamp), value))
+    return chunk
 
 
 def integrate(samples: Samples, period: Period) -> float:
@@ -225,11 +274,14 @@ def usage_report(inventory: Inventory, period: Period, series: dict[SeriesKey, S
     return Report(period, source, usage, gpus, capacity, list(ignored))
 
 
-def on_grid(samples: Samples, period: Period) -> list[float]:
-    """The series' value at each grid point, 0 where Prometheus had none (nothing admitted that it saw)."""
-    values = [0.0] * period.points
-    for timestamp, value in zip(samples.times, samples.values):
-        index = round((timestamp - period.start) / period.step)
-        if 0 <= index < period.points:
-            values[index] = value
-    return values
+def bucket_means(samples: Samples, period: Period, size: int) -> list[float]:
+    """The series' mean over each run of `size` grid points (the last run may be shorter), a point without a sample
+    counting 0 (nothing admitted that Prometheus saw): a chart's columns, without the whole grid in memory."""
+    def index(timestamp: float) -> int:
+        return round((timestamp - period.start) / period.step)
+
+    means = [0.0] * -(-period.points // size)
+    inside = (item for item in zip(samples.times, samples.values) if 0 <= index(item[0]) < period.points)
+    for bucket, items in groupby(inside, key=lambda item: index(item[0]) // size):
+        means[bucket] = sum(value for _, value in items) / min(size, period.points - bucket * size)
+    return means

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from generator import usecases
-from generator.accounting import DEFAULT_FROM, DEFAULT_STEP, parse_period
+from generator.accounting import (DEFAULT_FROM, DEFAULT_STEP, MAX_ANSWER_BYTES, MAX_PERIOD_POINTS, MAX_SAMPLES,
+                                  parse_period)
 from generator.errors import (BaseUnreadable, EditRefused, InventoryInvalid, NoData, OutputRefused, OverLimits, Problem,
                               PrometheusUnavailable)
 from generator.files.fs import describe_os_error
@@ -62,8 +63,8 @@ def _refused(where: str, error: Exception, tail: str) -> None:
     sys.exit(EXIT_INVALID)
 
 
-# The inventory this run reads, for the one message given after click has returned (out of memory).
-_RUN = {"inventory": "gpu_classes.yaml"}
+# The inventory this run reads and its command, for the one message given after click has returned (out of memory).
+_RUN = {"inventory": "gpu_classes.yaml", "command": ""}
 
 
 def _note_inventory(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
@@ -292,7 +293,34 @@ def _report_refused(message: str, code: int) -> None:
     sys.exit(code)
 
 
-@main.command()
+class _OneLineUsageErrors(click.Command):
+    """A command whose wrong options are refused on one line naming the option, like its other refusals (a
+    script reading stderr gets one line per refusal), not click's usage block."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as error:
+            _report_refused(" ".join(error.format_message().split()), EXIT_INVALID)
+
+
+REPORT_HELP = f"""Report the GPU-hours (and CPU-hours, memory GiB-hours) each research group used per GPU class over a
+    period, against its allocation, from Kueue's kueue_cluster_queue_resource_usage in Prometheus: the quota Kueue
+    admitted, not the utilisation the GPUs measured.
+
+    Bounds: a period from 1970-01-01 at the earliest, of at most {MAX_PERIOD_POINTS:,} steps per series
+    ({MAX_PERIOD_POINTS * 30 // 86400} days at 30s), checked before any request; each answer of Prometheus at most {MAX_ANSWER_BYTES // 2**20} MiB (a larger
+    one is asked again in halves), {MAX_SAMPLES:,} samples in all.
+
+    Exit codes: 0 reported; 1 Prometheus unreachable, refusing the query, answering what is not Kueue's usage (a
+    value that is not a finite number from 0, a field missing or of the wrong type, an answer too large) or without
+    Kueue's usage for the period; 2 invalid options or inventory, or an output that cannot be written. Each refusal
+    is one line naming the option, the URL or the answer (an invalid inventory: a line per problem). Nothing is
+    written unless every query succeeded.
+    """
+
+
+@main.command(cls=_OneLineUsageErrors, help=REPORT_HELP)
 @click.option("--inventory", "inventory_path", default="gpu_classes.yaml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), callback=_note_inventory,
               help="Inventory naming the groups, classes and allocations to report.")
@@ -302,7 +330,8 @@ def _report_refused(message: str, code: int) -> None:
               help="Start: ISO 8601 (UTC unless it has an offset), or a duration before --to (30d, 12h).")
 @click.option("--to", "end", metavar="TIME", help="End: ISO 8601, or a duration before now.  [default: now]")
 @click.option("--step", default=DEFAULT_STEP, show_default=True, metavar="DURATION",
-              help="Resolution: Kueue's usage is sampled every STEP (at most one STEP of error per job start or end).")
+              help="Resolution: Kueue's usage is sampled every STEP (at most one STEP of error per job start or end), "
+                   f"at most {MAX_PERIOD_POINTS:,} times over the period.")
 @click.option("--format", "output_format", type=click.Choice(["table", "csv"]), default="table", show_default=True,
               help="csv: a header row and one row per group and class, with stable columns.")
 @click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -314,18 +343,11 @@ def _report_refused(message: str, code: int) -> None:
               help="Show a progress bar on stderr.  [default: when stderr is a terminal]")
 def report(inventory_path: Path, prometheus_url: str, start: str, end: str | None, step: str, output_format: str,
            output_path: Path | None, chart_path: Path | None, progress: bool | None) -> None:
-    """Report the GPU-hours (and CPU-hours, memory GiB-hours) each research group used per GPU class over a
-    period, against its allocation, from Kueue's kueue_cluster_queue_resource_usage in Prometheus: the quota Kueue
-    admitted, not the utilisation the GPUs measured.
-
-    Exit codes: 0 reported; 1 Prometheus unreachable, refusing the query or without Kueue's usage for the period;
-    2 invalid options or inventory, or an output that cannot be written. Nothing is written unless every query
-    succeeded.
-    """
+    _RUN["command"] = "report"
     try:
         period = parse_period(start, end, step, datetime.now(timezone.utc))
     except ValueError as error:
-        raise click.UsageError(str(error)) from None
+        _report_refused(f"{error}; nothing written.", EXIT_INVALID)
     try:
         with _inventory_refusals(inventory_path, "{count} problem(s); nothing reported."), \
                 _progress(sys.stderr.isatty() if progress is None else progress) as callback:
@@ -367,6 +389,11 @@ def run() -> None:
     try:
         main()
     except MemoryError:
+        if _RUN["command"] == "report":  # the report's bounds keep its answers under the limit: a last resort
+            click.echo(f"gpugen report: the answers of Prometheus need more than {limit_mb} MB of memory "
+                       "(GPUGEN_MEMORY_LIMIT_MB); ask for a larger --step or a shorter period; nothing written.",
+                       err=True)
+            sys.exit(EXIT_NO_REPORT)
         click.echo(f"error: {_RUN['inventory']}: refused: this needs more than {limit_mb} MB of memory "
                    "(GPUGEN_MEMORY_LIMIT_MB); the outputs were left as they were.", err=True)
         sys.exit(EXIT_INVALID)

@@ -61,8 +61,9 @@ class BaseUnreadable(Exception):
 
 
 class PrometheusUnavailable(Exception):
-    """Prometheus did not answer a report's query (unreachable, an HTTP error, an API error): one line naming
-    the URL and what to check."""
+    """Prometheus did not answer a report's query with Kueue's usage (unreachable, an HTTP error, an API error, an
+    answer that is not a matrix of finite samples on the query's grid, an answer too large): one line naming the URL
+    and what was wrong or what to check."""
 
 
 class NoData(Exception):

@@ -10,7 +10,7 @@ import io
 from datetime import datetime, timezone
 from pathlib import Path
 
-from generator.accounting import RESOURCES, Report, Usage, iso, on_grid
+from generator.accounting import RESOURCES, Report, Usage, bucket_means, iso
 from generator.errors import OutputRefused
 
 CSV_COLUMNS = ("period_start", "period_end", "step_seconds", "group", "class",
@@ -69,12 +69,6 @@ def csv_text(report: Report) -> str:
     return out.getvalue()
 
 
-def _buckets(values: list[float], size: int) -> list[float]:
-    """Means of consecutive runs of `size` values (the last may be shorter)."""
-    runs = (values[i:i + size] for i in range(0, len(values), size))
-    return [sum(run) / len(run) for run in runs]
-
-
 def check_chart(path: Path) -> str:
     """The chart's format from its suffix; OutputRefused when it is neither .png nor .svg, or matplotlib (the
     `report` extra) is not installed."""
@@ -109,7 +103,7 @@ def chart(report: Report, chart_format: str) -> bytes:
     for ax, gpu_class in zip(axes, classes):
         by_group = report.gpus[gpu_class]
         names = sorted(by_group)
-        stacks = [_buckets(on_grid(by_group[name], period), size) for name in names]
+        stacks = [bucket_means(by_group[name], period, size) for name in names]
         # step="post": each value holds until the next point, as the table's left Riemann sum counts it.
         ax.stackplot(times, *stacks, labels=names, colors=[colors[name] for name in names], step="post")
         capacity = report.capacity[gpu_class]

@@ -11,6 +11,7 @@ from typing import Any
 
 from generator.builders.common import metadata
 from generator.inventory.models import Inventory
+from generator.inventory.servers import IN_CLUSTER
 from generator.kinds import ARGOCD, SYNCED_KINDS
 
 API_VERSION = ARGOCD.api_version
@@ -34,7 +35,6 @@ def with_sync_wave(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": {**obj["metadata"], "annotations": dict(sorted(annotations.items()))}}
 
 
-IN_CLUSTER = "https://kubernetes.default.svc"
 # refresh: each retry syncs the newest commit, so a fix pushed while a refused change is being retried is what
 # the next retry applies (without it the retries keep the refused revision until they run out).
 RETRY = {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}, "refresh": True}

@@ -27,7 +27,9 @@ from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.repo_server import KUSTOMIZATION_FILE
 from generator.inventory import clusters
-from generator.inventory.naming import KUBE_SYSTEM, research_namespaces
+from generator.inventory.naming import (GPUGEN_PROJECT, KUBE_SYSTEM, ROOT_PROJECT, cluster_tree_application_name,
+                                        component_application_name, project_name, research_namespaces,
+                                        root_application_name)
 from generator.inventory.models import Component, Inventory
 from generator.kinds import RBAC, TRAINER, project_whitelist
 
@@ -114,10 +116,6 @@ VALUES = {"kyverno": kyverno_values, "jobset": jobset_values, "trainer": trainer
 
 # ------------------------------------------------------------------ Argo CD objects
 
-def _project_name(inventory: Inventory, app: str) -> str:
-    return f"{inventory.cluster.name}-{app}"
-
-
 def _waved(meta: dict[str, Any], wave: str) -> dict[str, Any]:
     return {**meta, "annotations": dict(sorted({**meta.get("annotations", {}), argocd.SYNC_WAVE: wave}.items()))}
 
@@ -133,7 +131,7 @@ def app_project(inventory: Inventory, app: str, destinations: list[str], cluster
         "namespaceResourceWhitelist": [dict(k) for k in namespaced_kinds],
     }
     return {"apiVersion": argocd.API_VERSION, "kind": "AppProject",
-            "metadata": _waved(metadata(inventory, _project_name(inventory, app),
+            "metadata": _waved(metadata(inventory, project_name(inventory, app),
                                         namespace=gitops.applicationNamespace), wave),
             "spec": spec}
 
@@ -147,7 +145,7 @@ def component_application(inventory: Inventory, name: str, component: Component,
     gitops = inventory.cluster.gitops
     app_name, server, role = cluster or (inventory.cluster.name, argocd.IN_CLUSTER, None)
     spec: dict[str, Any] = {
-        "project": _project_name(inventory, name),
+        "project": project_name(inventory, name),
         "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name,
                    "targetRevision": chart_version(name),
                    "helm": {"releaseName": facts.release, "valuesObject": VALUES[name](inventory, role)}},
@@ -169,7 +167,8 @@ def component_application(inventory: Inventory, name: str, component: Component,
     return {
         "apiVersion": argocd.API_VERSION,
         "kind": "Application",
-        "metadata": _waved(metadata(inventory, f"{app_name}-{name}", namespace=gitops.applicationNamespace,
+        "metadata": _waved(metadata(inventory, component_application_name(app_name, name),
+                                    namespace=gitops.applicationNamespace,
                                     labels={COMPONENT_LABEL: name}), facts.wave),
         "spec": spec,
     }
@@ -210,7 +209,7 @@ def chart_repository(inventory: Inventory, name: str) -> dict[str, Any]:
 def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
     """Applied once by hand: the bootstrap project and the Application that syncs bootstrap/platform."""
     gitops = inventory.cluster.gitops
-    project = f"{inventory.cluster.name}-bootstrap"
+    project = project_name(inventory, ROOT_PROJECT)
     # The app-of-apps can already make any AppProject, so the binding Kueue needs in kube-system
     # (rbac.kueue_visibility_auth_reader) widens what it may do by nothing.
     kube_system = inventory.cluster.components.kueue.install and not clusters.several(inventory)
@@ -228,7 +227,7 @@ def root_objects(inventory: Inventory) -> list[dict[str, Any]]:
                   "destinations": [{"server": argocd.IN_CLUSTER, "namespace": ns} for ns in destinations],
                   "clusterResourceWhitelist": [],
                   "namespaceResourceWhitelist": namespaced}},
-        argocd.directory_application(inventory, f"{inventory.cluster.name}-platform", project,
+        argocd.directory_application(inventory, root_application_name(inventory), project,
                                      f"{gitops.bootstrapPath}/platform", gitops.applicationNamespace, exclude=None),
     ]
 
@@ -244,12 +243,12 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
     monitoring = inventory.cluster.monitoring
     # The monitors, rules and dashboards live in the monitoring namespace (the site's, never created here).
     destinations = [*research, *([monitoring.namespace] if monitoring else [])]
-    objects.append(app_project(inventory, "gpugen", destinations,
+    objects.append(app_project(inventory, GPUGEN_PROJECT, destinations,
                                project_whitelist(namespaced=False, monitoring=monitoring is not None),
                                project_whitelist(namespaced=True, monitoring=monitoring is not None), "-1"))
     # Every namespaced object in rendered/ names its namespace; Argo CD still wants the Application's own
     # destination inside the project: the first research namespace.
-    app = argocd.directory_application(inventory, gitops.applicationName, _project_name(inventory, "gpugen"),
+    app = argocd.directory_application(inventory, gitops.applicationName, project_name(inventory, GPUGEN_PROJECT),
                                        gitops.path, research[0], exclude=KUSTOMIZATION_FILE, synced_tree=True)
     app["metadata"] = _waved(app["metadata"], GPUGEN_WAVE)
     objects.append(app)
@@ -329,16 +328,16 @@ def several_clusters_trees(inventory: Inventory) -> list[dict[str, Any]]:
     from the inventory) makes one Application per cluster, syncing <path>/<cluster> to it. The list generator needs
     nothing outside Git; the cluster generator would read Argo CD's cluster Secrets, which hold credentials."""
     gitops = inventory.cluster.gitops
-    project = _project_name(inventory, "gpugen")
+    project = project_name(inventory, GPUGEN_PROJECT)
     destinations = tree_destinations(inventory)
-    project_object = app_project(inventory, "gpugen", [], project_whitelist(False, False, several_clusters=True),
+    project_object = app_project(inventory, GPUGEN_PROJECT, [], project_whitelist(False, False, several_clusters=True),
                                  project_whitelist(True, False, several_clusters=True), "-1")
     project_object["spec"]["destinations"] = [{"server": server, "namespace": ns}
                                               for _, server, namespaces in destinations for ns in namespaces]
     # Every namespaced object names its namespace; Argo CD still wants an Application's own destination inside
     # its project: the cluster's first namespace.
-    template = argocd.directory_application(inventory, f"{gitops.applicationName}-{{{{.cluster}}}}", project,
-                                            f"{gitops.path}/{{{{.cluster}}}}", "{{.namespace}}",
+    template = argocd.directory_application(inventory, cluster_tree_application_name(inventory, "{{.cluster}}"),
+                                            project, f"{gitops.path}/{{{{.cluster}}}}", "{{.namespace}}",
                                             exclude=KUSTOMIZATION_FILE, synced_tree=True)
     template["spec"]["destination"]["server"] = "{{.server}}"
     application_set = {

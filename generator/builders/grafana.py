@@ -23,9 +23,7 @@ sorted. The SDK is imported only when a dashboard is built: a render without mon
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -34,16 +32,15 @@ from generator.builders.common import metadata
 from generator.builders.prometheus import (COMPONENT_LABEL, NOT_FOLLOWER, promql_literal_regex, promql_one_of,
                                           promql_string)
 from generator.inventory.models import Group, Inventory, ResourceAmounts
-from generator.inventory.naming import KUBERNETES_RESOURCE, allocated_pods, flavor_name
+# The dashboards' uids, their ConfigMaps' names, come from inventory/naming.py (UID_MAX for the tests' sake).
+from generator.inventory.naming import (KUBERNETES_RESOURCE, UID_MAX, allocated_pods, flavor_name,  # noqa: F401
+                                        group_uid, platform_uid)
 from generator.kinds import CORE
 
 if TYPE_CHECKING:
     from grafana_foundation_sdk.cog.builder import Builder
 
 API_VERSION = CORE.api_version
-# Grafana refuses a dashboard uid longer than this, or with characters other than these.
-UID_MAX = 40
-_UID_CHARACTERS = re.compile(r"^[a-zA-Z0-9_-]+$")
 DATASOURCE_VARIABLE = "datasource"
 DATASOURCE_TYPE = "prometheus"
 # Grafana's rate window: at least four scrape intervals of the data source, whatever the panel's resolution.
@@ -60,27 +57,9 @@ DCGM_GPU_LABEL = "UUID"
 
 # ------------------------------------------------------------------ names
 
-def _uid(readable: str, taken: frozenset[str] = frozenset()) -> str:
-    """`readable` when Grafana accepts it as a uid and it is free; else a prefix of it and a hash of all of it."""
-    if len(readable) <= UID_MAX and _UID_CHARACTERS.match(readable) and readable not in taken:
-        return readable
-    digest = hashlib.sha256(readable.encode()).hexdigest()[:12]
-    prefix = re.sub(r"[^a-zA-Z0-9_-]", "-", readable)[:UID_MAX - len(digest) - 1]
-    return f"{prefix}-{digest}"
-
-
-def platform_uid(inventory: Inventory) -> str:
-    return _uid(f"gpugen-{inventory.cluster.name}-platform")
-
-
 def group_title(inventory: Inventory, group_name: str) -> str:
     """The group dashboard's title, as the users' page names it."""
     return f"{inventory.cluster.name}: {group_name}"
-
-
-def group_uid(inventory: Inventory, group_name: str) -> str:
-    # A group named "platform" must not take the platform dashboard's uid.
-    return _uid(f"gpugen-{inventory.cluster.name}-{group_name}", frozenset({platform_uid(inventory)}))
 
 
 # ------------------------------------------------------------------ PromQL text

@@ -13,11 +13,10 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, Priority, ResourceAmounts
 from generator.kinds import KUEUE, KUEUE_CONFIG
-from generator.inventory.naming import (GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, NAMESPACE_NAME_LABEL, allocated_pods,
-                                        flavor_name, research_namespaces)
+from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE,
+                                        NAMESPACE_NAME_LABEL, allocated_pods, flavor_name, research_namespaces)
 
 API_VERSION = KUEUE.api_version
-DEFAULT_LOCAL_QUEUE = "default"
 # One resource group; `pods` guarantees every pod set gets a flavor even when it asks for no GPU.
 # Each flavor must list its resources in exactly this order (Kueue webhook rule).
 COVERED_RESOURCES = tuple(KUBERNETES_RESOURCE.values())

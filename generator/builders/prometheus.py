@@ -20,7 +20,8 @@ from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory import duration
 from generator.inventory.models import Group, Inventory, Monitoring
-from generator.inventory.naming import GPU_RESOURCE, allocated_amount, flavor_name
+from generator.inventory.naming import (GPU_RESOURCE, PLATFORM_RULES, allocated_amount, flavor_name,
+                                        group_rules_name)
 from generator.kinds import MONITORING
 
 API_VERSION = MONITORING.api_version
@@ -284,10 +285,10 @@ def prometheus_rules(inventory: Inventory) -> list[dict[str, Any]]:
     if inventory.cluster.monitoring is None:
         return []
     return [
-        _prometheus_rule(inventory, "platform", [
+        _prometheus_rule(inventory, PLATFORM_RULES, [
             {"name": "gpugen.platform.accounting", "rules": platform_recording_rules()},
             {"name": "gpugen.platform.alerts", "rules": platform_alerts(inventory)}]),
-        *(_prometheus_rule(inventory, f"group-{group_name}", [
+        *(_prometheus_rule(inventory, group_rules_name(group_name), [
             {"name": f"gpugen.{group_name}.accounting", "rules": group_recording_rules(inventory, group_name, group)},
             {"name": f"gpugen.{group_name}.alerts", "rules": group_alerts(inventory, group_name, group)}])
           for group_name, group in inventory.groups.items()),

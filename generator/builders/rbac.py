@@ -15,12 +15,11 @@ from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KUEUE, RBAC, TRAINER
-from generator.inventory.naming import JOB_LIMITS, KUBE_SYSTEM, RESEARCH_GROUP_LABEL
+from generator.inventory.naming import JOB_LIMITS, KUBE_SYSTEM, MULTIKUEUE_IDENTITY, RESEARCH_GROUP_LABEL, RESEARCHER
 
 API_VERSION = RBAC.api_version
 RBAC_GROUP = RBAC.name
 RUNTIME_READER = "training-runtime-reader"
-RESEARCHER = "researcher"
 KUEUE_VISIBILITY = "visibility.kueue.x-k8s.io"  # Kueue's aggregated API of pending workloads
 
 READ = ["get", "list", "watch"]
@@ -53,7 +52,6 @@ RESEARCHER_RULES_ON_WORKER = [
 # The identity the manager's Kueue acts as on a worker (its token, in the manager's MultiKueue kubeconfig Secret,
 # is made by hand): Kueue's own rules for a MultiKueue worker at the pinned version (test/util/multikueue.go,
 # MultiKueueRulesForManager), for the integrations the platform enables (kueue.KUEUE_INTEGRATIONS).
-MULTIKUEUE_IDENTITY = "multikueue"
 _MULTIKUEUE_VERBS = ["create", "update", "patch", "delete", "get", "list", "watch"]
 _INTEGRATION_RESOURCES = {"batch/job": (BATCH.name, "jobs"), "jobset.x-k8s.io/jobset": (JOBSET.name, "jobsets"),
                           "trainer.kubeflow.org/trainjob": (TRAINER.name, "trainjobs")}

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from generator.errors import InventoryInvalid, Problem
 from generator.inventory.models import Inventory
 from generator.inventory.reading import decode_inventory, read_inventory_bytes
-from generator.inventory.rules import check_inventory
+from generator.inventory.rules import ELSEWHERE, check_inventory
 from generator.inventory.yaml11 import Loc, Positions, field_path, parse_inventory
 
 MAX_ENTRIES = 20_000  # classes + groups + namespaces: bounds the number of rendered objects before building them
@@ -52,6 +52,14 @@ def _schema_problems(path: str, error: ValidationError, positions: Positions) ->
     return [Problem(path, *positions.find(loc), field_path(loc), "; or ".join(texts)) for loc, texts in reasons.items()]
 
 
+def _placed(reason: str, elsewhere: list[Loc], path: str, positions: Positions) -> str:
+    """The reason with the other place it names (rules.ELSEWHERE) as FILE:LINE:COL."""
+    if not elsewhere:
+        return reason
+    line, column = positions.find(elsewhere[0])
+    return reason.replace(ELSEWHERE, f"{path}:{line}:{column}")
+
+
 def load_inventory(path: str | Path) -> Inventory:
     """Parse, validate the schema, then the cross-object rules. Raises InventoryInvalid listing every problem."""
     path = Path(path)
@@ -81,7 +89,8 @@ def load_inventory_text(text: str, path: str = "<inventory>") -> Inventory:
         raise InventoryInvalid([Problem(path, *positions.find(("groups",)), "groups", (
             f"{entries:,} classes, groups and namespaces in all; gpugen renders at most {MAX_ENTRIES:,} "
             "(the national-scale example has 8,064)"))])
-    problems = [Problem(path, *positions.find(loc), field_path(loc), reason) for loc, reason in check_inventory(inventory)]
+    problems = [Problem(path, *positions.find(loc), field_path(loc), _placed(reason, elsewhere, path, positions))
+                for loc, reason, *elsewhere in check_inventory(inventory)]
     if problems:
         raise InventoryInvalid(problems)
     return inventory

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, create_model
 
 from generator.components import COMPONENTS
-from generator.inventory import duration
+from generator.inventory import duration, servers
 from generator.inventory.quantity import INT64_MAX, parse_quantity
 from generator.limits import DNS1123_LABEL, DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
 
@@ -90,6 +90,11 @@ def _identity(name: str) -> str:
     if name.startswith("system:"):
         raise ValueError(f"{name!r}: names starting with 'system:' are Kubernetes' own identities, not researchers")
     return name
+
+
+def _api_server(url: str) -> str:
+    servers.parse(url)  # the port in range, the host a DNS name or an address
+    return url
 
 
 def _absolute_path(path: str) -> str:
@@ -348,8 +353,7 @@ class PlatformCluster(Strict):
 
     role: Literal["manager", "worker"]
     # Its API server, as Argo CD and MultiKueue reach it (a path for servers behind a proxy such as Rancher's).
-    server: Annotated[str, StringConstraints(
-        pattern=r"^https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")]
+    server: Annotated[str, StringConstraints(pattern=servers.PATTERN), AfterValidator(_api_server)]
     # What this cluster does differently from cluster.components: a component it already runs (install: false,
     # existing: true), one in another namespace.
     components: ClusterComponents | None = None

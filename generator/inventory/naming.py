@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -27,6 +29,72 @@ def flavor_name(name: str, gpu_class: GpuClass) -> str:
 
 def runtime_name(class_name: str) -> str:
     return f"torch-{class_name}"
+
+
+# --- Names of rendered objects (inventory/rendered_names.py checks that no two collide) --------------------
+
+# The LocalQueue of every research namespace: Kueue labels a job that names no queue with it.
+DEFAULT_LOCAL_QUEUE = "default"
+# The researcher ClusterRole, and its RoleBinding in each research namespace.
+RESEARCHER = "researcher"
+# The identity the manager's Kueue acts as on a worker: a ServiceAccount in Kueue's namespace, its ClusterRole and
+# their binding.
+MULTIKUEUE_IDENTITY = "multikueue"
+# The PrometheusRule of the platform's rules; each group's is group_rules_name(group).
+PLATFORM_RULES = "platform"
+
+
+def group_rules_name(group_name: str) -> str:
+    return f"group-{group_name}"
+
+
+# Grafana refuses a dashboard uid longer than this, or with characters other than these.
+UID_MAX = 40
+_UID_CHARACTERS = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _uid(readable: str, taken: frozenset[str] = frozenset()) -> str:
+    """`readable` when Grafana accepts it as a uid and it is free; else a prefix of it and a hash of all of it."""
+    if len(readable) <= UID_MAX and _UID_CHARACTERS.match(readable) and readable not in taken:
+        return readable
+    digest = hashlib.sha256(readable.encode()).hexdigest()[:12]
+    prefix = re.sub(r"[^a-zA-Z0-9_-]", "-", readable)[:UID_MAX - len(digest) - 1]
+    return f"{prefix}-{digest}"
+
+
+def platform_uid(inventory: Inventory) -> str:
+    """The platform dashboard's uid, and its ConfigMap's name."""
+    return _uid(f"gpugen-{inventory.cluster.name}-platform")
+
+
+def group_uid(inventory: Inventory, group_name: str) -> str:
+    """A group dashboard's uid, and its ConfigMap's name."""
+    # A group named "platform" must not take the platform dashboard's uid.
+    return _uid(f"gpugen-{inventory.cluster.name}-{group_name}", frozenset({platform_uid(inventory)}))
+
+
+# Argo CD: per app ("bootstrap" for the app-of-apps, a component, "gpugen") an AppProject named after the platform.
+ROOT_PROJECT = "bootstrap"
+GPUGEN_PROJECT = "gpugen"
+
+
+def project_name(inventory: Inventory, app: str) -> str:
+    return f"{inventory.cluster.name}-{app}"
+
+
+def root_application_name(inventory: Inventory) -> str:
+    """The app-of-apps, applied once by hand: it syncs bootstrap/platform."""
+    return f"{inventory.cluster.name}-platform"
+
+
+def component_application_name(cluster: str, component: str) -> str:
+    """A component's Application on `cluster` (the platform's name for one cluster, a cluster's for several)."""
+    return f"{cluster}-{component}"
+
+
+def cluster_tree_application_name(inventory: Inventory, cluster: str) -> str:
+    """Several clusters: the Application the ApplicationSet makes for `cluster`, which syncs its tree."""
+    return f"{inventory.cluster.gitops.applicationName}-{cluster}"
 
 
 def allocated_pods(allocation: Allocation, gpu_class: GpuClass) -> int:

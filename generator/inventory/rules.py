@@ -3,7 +3,8 @@
 Some of these mirror checks that only Kueue's admission webhook makes (no schema, no CEL), so a server-side
 dry-run without Kueue running would let them through and the sync would fail in the cluster. Others guard
 what no Kubernetes component checks at all: Kueue never compares quotas with node capacity.
-Each rule returns (location, reason) pairs; load.py turns locations into file:line:column.
+Each rule returns (location, reason) pairs, or (location, reason, other location) when the reason names a second
+place in the file (at ELSEWHERE); load.py turns locations into file:line:column.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from decimal import Decimal
 from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_total, parse_quantity
-from generator.inventory import clusters, duration
+from generator.inventory import clusters, duration, servers
+from generator.inventory.rendered_names import RenderedName, rendered_names
+from generator.limits import MAX_NAME
 from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, allocated_pods, default_priority,
                                         flavor_name, reserved_namespaces, runtime_name, walltime_seconds)
 
 Loc = tuple[str | int, ...]
-Finding = tuple[Loc, str]
+Finding = tuple[Loc, str] | tuple[Loc, str, Loc]
+# Where a reason names the other location of a three-part finding; load.py writes FILE:LINE:COL there.
+ELSEWHERE = "{elsewhere}"
 
 # Kueue v1beta2's CRD limits on what the inventory sizes (maxProperties/maxItems): ResourceFlavor nodeLabels and
 # tolerations, and the flavors of one ClusterQueue resource group.
@@ -51,7 +56,31 @@ def _findings(inventory: Inventory) -> list[Finding]:
         *_check_priorities(inventory),
         *_check_walltimes(inventory),
         *_check_file_names(inventory),
+        *_check_rendered_names(inventory),
     ]
+
+
+def _check_rendered_names(inventory: Inventory) -> Iterator[Finding]:
+    """No two rendered objects of one kind, namespace and name on one cluster (whichever fields their names come
+    from: rendered_names.py lists them), reported once per pair of places, at the later one; and the Applications
+    the ApplicationSet makes, which limits.py never sees rendered, within Kubernetes' name length."""
+    first: dict[tuple[str | None, str, str | None, str], RenderedName] = {}
+    reported: set[tuple[Loc, Loc]] = set()
+    for entry in rendered_names(inventory):
+        if entry.kind == "Application" and len(entry.name) > MAX_NAME:
+            yield entry.source, (f"{entry.owner} would be named {entry.name[:40]}... ({len(entry.name)} characters); "
+                                 f"Kubernetes allows {MAX_NAME}: shorten cluster.gitops.applicationName or the "
+                                 "cluster's name")
+        earlier = first.setdefault(entry.key, entry)
+        if earlier is entry or (entry.source, earlier.source) in reported:
+            continue
+        reported.add((entry.source, earlier.source))
+        if earlier.owner == entry.owner:
+            reason = f"{entry.owner} would render {entry.shown()} twice (also from {ELSEWHERE})"
+        else:
+            reason = (f"{entry.owner} and {earlier.owner} ({ELSEWHERE}) would both render {entry.shown()}: "
+                      "Kubernetes keeps one object of a name; rename one of them")
+        yield entry.source, reason, earlier.source
 
 
 # Linux NAME_MAX: each object is written to <name>.yaml (or <namespace>.<name>.yaml); a name valid for Kubernetes
@@ -113,9 +142,20 @@ def _check_clusters(inventory: Inventory) -> Iterator[Finding]:
         yield ("clusters", name, "role"), f"{managers[0]!r} is already the manager; exactly one cluster is"
     server_of: dict[str, str] = {}
     for name, member in clusters.items():
-        other = server_of.setdefault(member.server.lower(), name)
+        server = servers.parse(member.server)
+        if member.role == "worker" and server.in_cluster:
+            yield ("clusters", name, "server"), (
+                f"{member.server} is the in-cluster address, where Argo CD reaches the manager (its own Applications "
+                f"go to {servers.IN_CLUSTER}): this worker's tree would land on the manager; give the worker's own "
+                "API server")
+            continue
+        other = server_of.setdefault(server.normalised, name)
         if other != name:
-            yield ("clusters", name, "server"), f"{member.server} is already the API server of cluster {other!r}"
+            same = "" if clusters[other].server == member.server else f", written {clusters[other].server}"
+            yield (("clusters", name, "server"),
+                   f"{member.server} is already the API server of cluster {other!r} ({ELSEWHERE}{same}): two clusters "
+                   "cannot share one",
+                   ("clusters", other, "server"))
     workers = [name for name, member in clusters.items() if member.role == "worker"]
     named = ", ".join(workers) or "none: declare a cluster with role: worker"
     busy: set[str] = set()
@@ -163,7 +203,6 @@ def _check_components(inventory: Inventory) -> Iterator[Finding]:
 def _check_classes(inventory: Inventory) -> Iterator[Finding]:
     label = inventory.cluster.gpuClassLabel
     class_by_value: dict[str, str] = {}
-    class_by_flavor: dict[str, str] = {}
     for name, gpu_class in inventory.classes.items():
         where = ("classes", name)
         if len(runtime_name(name)) > 63:
@@ -177,10 +216,6 @@ def _check_classes(inventory: Inventory) -> Iterator[Finding]:
             yield where + ("nodeSelector", label), f"{label}={value} already selects class {class_by_value[value]!r}"
         else:
             class_by_value[value] = name
-        flavor = flavor_name(name, gpu_class)
-        if flavor in class_by_flavor:
-            yield where + ("flavor",), f"flavor {flavor!r} is already used by class {class_by_flavor[flavor]!r}"
-        class_by_flavor[flavor] = name
         if gpu_class.numNodes > gpu_class.nodes:
             yield where + ("numNodes",), f"default numNodes {gpu_class.numNodes} exceeds the class's {gpu_class.nodes} nodes"
         # The class's nodeSelector and tolerations are its ResourceFlavor's nodeLabels and tolerations, and the
@@ -203,17 +238,8 @@ def _check_classes(inventory: Inventory) -> Iterator[Finding]:
 
 
 def _check_groups(inventory: Inventory) -> Iterator[Finding]:
-    owner: dict[str, str] = {}
+    # A namespace in two groups, or twice in one, would render its objects twice: _check_rendered_names.
     for name, group in inventory.groups.items():
-        seen_here: set[str] = set()
-        for index, namespace in enumerate(group.namespaces):
-            where = ("groups", name, "namespaces", index)
-            if namespace in seen_here:
-                yield where, f"namespace {namespace!r} is listed twice"
-            elif namespace in owner:
-                yield where, f"namespace {namespace!r} already belongs to group {owner[namespace]!r}"
-            seen_here.add(namespace)
-            owner.setdefault(namespace, name)
         if not inventory.cluster.queueing.fairSharing and str(group.weight) != "1":
             yield ("groups", name, "weight"), "a weight needs cluster.queueing.fairSharing: true (Kueue ignores it otherwise)"
         if len(group.allocations) > CLUSTER_QUEUE_MAX_FLAVORS:

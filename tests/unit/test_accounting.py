@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from generator.accounting import (MAX_POINTS, Period, chunks, collect, integrate, parse_period, usage_query,
-                                  usage_report)
+from generator.accounting import (MAX_PERIOD_POINTS, MAX_POINTS, Period, bucket_means, chunks, collect, integrate,
+                                  parse_period, usage_query, usage_report)
 from generator.errors import NoData
 
 NOW = datetime(2026, 12, 5, 12, 0, 0, tzinfo=timezone.utc)
@@ -45,11 +45,32 @@ def test_the_period_from_the_options(start, end, step, expected):
     ("2026-12-06", None, "30s", "--from (2026-12-06T00:00:00Z) must be before --to (2026-12-05T12:00:00Z)"),
     ("0s", None, "30s", "must be before --to"),
     ("1d", "2026-12-06", "30s", "--to (2026-12-06T00:00:00Z) is in the future; leave it out to report until now"),
+    # Too far back: before Unix time 0, however it is written (a duration Python's dates cannot even hold).
+    ("99999999999d", None, "30s", "--from: '99999999999d' before 2026-12-05T12:00:00Z is before 1970-01-01T00:00:00Z"),
+    ("9" * 5000 + "s", None, "30s", "--from: '" + "9" * 39 + "... is longer than any period"),
+    ("0001-01-01T00:00:00+01:00", None, "30s", "--from: '0001-01-01T00:00:00+01:00' is before 1970-01-01T00:00:00Z"),
+    ("1969-12-31T23:59:59Z", None, "30s", "--from: '1969-12-31T23:59:59Z' is before 1970-01-01"),
+    ("1d", "1960-01-01", "30s", "--to: '1960-01-01' is before 1970-01-01"),
+    ("1d", "30000d", "30s", "--to: '30000d' before 2026-12-05T12:00:00Z is before 1970-01-01"),
+    # More points than a report reads, or a step longer than the period.
+    ("30d", None, "1s", "--from, --to, --step: 30d every 1s is 2,592,000 points per series; a report reads at most "
+                        "1,100,000: ask for a --step of at least 3s or a shorter period"),
+    ("1h", None, "2h", "--step: '2h' is longer than the period (1h); at most the period"),
+    ("1h", None, "9" * 60 + "s", "--step: '" + "9" * 39 + "... is longer than the period"),
 ])
 def test_bad_options_are_named(start, end, step, message):
     with pytest.raises(ValueError) as refused:
         parse_period(start, end, step, NOW)
     assert message in str(refused.value)
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 300
+
+
+def test_the_longest_period_a_report_reads():
+    """A leap year at the default step is within the bound; one step more is not."""
+    assert MAX_PERIOD_POINTS >= 366 * 2880
+    assert parse_period(f"{MAX_PERIOD_POINTS * 30}s", "2026-12-05", "30s", NOW).points == MAX_PERIOD_POINTS
+    with pytest.raises(ValueError, match="1,100,001 points per series"):
+        parse_period(f"{MAX_PERIOD_POINTS * 30 + 1}s", "2026-12-05", "30s", NOW)
 
 
 @pytest.mark.parametrize("seconds, step, max_points, expected", [
@@ -97,11 +118,41 @@ def test_copies_of_a_series_are_merged_with_max():
     """Kueue's replicas or a restarted pod export the same gauge twice: max, never the sum."""
     period = Period(T0, T0 + 120, 30)
     series = collect([[answer("q", "f", "nvidia.com/gpu", [(T0, 1), (T0 + 30, 1), (T0 + 60, 0)], pod="old"),
-                       answer("q", "f", "nvidia.com/gpu", [(T0 + 30, 1), (T0 + 60, 1), (T0 + 90, "NaN")], pod="new")]])
+                       answer("q", "f", "nvidia.com/gpu", [(T0 + 30, 1), (T0 + 60, 1), (T0 + 90, 0)], pod="new")]])
     samples = series[("q", "f", "nvidia.com/gpu")]
-    assert list(samples.times) == [T0, T0 + 30, T0 + 60]  # NaN left out
-    assert list(samples.values) == [1, 1, 1]
+    assert list(samples.times) == [T0, T0 + 30, T0 + 60, T0 + 90]
+    assert list(samples.values) == [1, 1, 1, 0]
     assert integrate(samples, period) == pytest.approx(90 / 3600)
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf"])
+def test_a_value_that_is_not_a_finite_number_is_never_counted(value):
+    """Not as zero, nor left out (which reads as zero too): prometheus_api.py refuses such an answer first."""
+    with pytest.raises(ValueError, match="is not a finite number"):
+        collect([[answer("q", "f", "cpu", [(T0, 1), (T0 + 30, value)])]])
+
+
+def test_a_series_without_samples_is_no_data(flame):
+    """Series that exist but hold no sample in the period would otherwise be a table of zeros."""
+    period = Period(T0, T0 + 3600, 30)
+    empty = [answer(group, "gh200", resource, []) for group in ("vision-lab", "nlp-lab")
+             for resource in ("nvidia.com/gpu", "cpu", "memory")]
+    assert collect([empty]) == {}
+    with pytest.raises(NoData):
+        usage_report(flame, period, collect([empty, []]), "http://prometheus:9090")
+
+
+def test_chart_columns_are_the_means_of_the_grid():
+    """bucket_means, without the whole grid in memory, is the mean of each run of the grid (0 where no sample)."""
+    period = Period(T0, T0 + 1000 * 30 + 7, 30)  # 1001 points: the last run is short
+    points = [(t, (t // 30) % 5) for t in range(T0, period.end, 30) if (t // 30) % 7]
+    samples = collect([[answer("q", "f", "nvidia.com/gpu", points)]])[("q", "f", "nvidia.com/gpu")]
+    grid = [0.0] * period.points
+    for t, value in points:
+        grid[(t - T0) // 30] = float(value)
+    for size in (1, 7, 100, 1001, 5000):
+        runs = [grid[i:i + size] for i in range(0, len(grid), size)]
+        assert bucket_means(samples, period, size) == [sum(run) / len(run) for run in runs]
 
 
 def test_samples_outside_the_period_do_not_count():

@@ -43,6 +43,7 @@ def refused(result, code: int, *phrases: str) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("gpugen report: "), result.stderr
     for phrase in phrases:
         assert phrase in result.stderr, result.stderr
 
@@ -249,11 +250,17 @@ def test_no_series_at_all_is_refused(stub, tmp_path):
     (["--prometheus", "http://x", "--from", "2026-12-02", "--to", "2026-12-01"], "must be before --to"),
     (["--prometheus", "http://x", "--format", "xlsx"], "Invalid value for '--format'"),
     (["--from", "1d"], "Missing option '--prometheus'"),
+    (["--prometheus", "http://127.0.0.1:99999"], "'http://127.0.0.1:99999' is not an http(s):// base URL"),
+    (["--prometheus", "http://" + "a" * 64 + ".example.org"], "is not an http(s):// base URL"),
+    (["--prometheus", "http://user:secret@127.0.0.1:9090"], "'http://127.0.0.1:9090' with credentials"),
+    (["--prometheus", "http://x\n"], "is not an http(s):// base URL"),
 ])
 def test_bad_options_exit_2(args, phrase):
     result = report(*args)
     assert result.exit_code == 2, result.output
-    assert phrase in result.stderr, result.stderr
+    (line,) = result.stderr.splitlines()  # one line naming the option, not click's usage block
+    assert line.startswith("gpugen report: ") and phrase in line, result.stderr
+    assert "secret" not in line
 
 
 def test_a_chart_is_png_or_svg_before_any_query(tmp_path):
@@ -288,3 +295,26 @@ def test_help_names_every_option():
                    "--progress"):
         assert option in result.output
     assert "not the utilisation" in result.output
+    # The bounds, as README states them.
+    text = " ".join(result.output.split())
+    assert "at most 1,100,000 steps per series (381 days at 30s)" in text and "at most 8 MiB" in text
+    assert "10,000,000 samples in all" in text
+
+
+def test_out_of_memory_in_a_report_blames_no_inventory(monkeypatch, capsys):
+    """The report's bounds keep it within gpugen's memory bound; should it still run out, the one line says so for
+    the answers of Prometheus, not for the inventory (whose message renders use)."""
+    from generator import cli
+
+    def exhausted() -> None:
+        cli._RUN["command"] = "report"
+        raise MemoryError
+    monkeypatch.setattr(cli, "main", exhausted)
+    monkeypatch.setitem(cli._RUN, "command", "")
+    monkeypatch.setenv("GPUGEN_MEMORY_LIMIT_MB", "0")
+    with pytest.raises(SystemExit) as exited:
+        cli.run()
+    assert exited.value.code == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == ("gpugen report: the answers of Prometheus need more than 0 MB of memory (GPUGEN_MEMORY_LIMIT_MB); "
+                    "ask for a larger --step or a shorter period; nothing written.")

@@ -322,3 +322,72 @@ def test_a_cluster_with_components_of_its_own_gets_them_and_the_others_are_untou
     # The gpugen project lets ember's tree write MultiKueue's ServiceAccount into that namespace.
     (appset_project,) = [s for name, s in projects.items() if name.endswith("-gpugen")]
     assert {"server": "https://ember.example.org:6443", "namespace": "kueue"} in appset_project["destinations"]
+
+
+# ------------------------------------------------------------------ API servers as URLs
+
+
+@pytest.mark.parametrize("spellings", [
+    ("https://flame.example.org:6443", "https://flame.example.org:6443/", "https://FLAME.Example.org:6443",
+     "https://flame.example.org.:6443", "https://flame.example.org:06443"),
+    ("https://hub.example.org", "https://hub.example.org:443", "https://hub.example.org:443/", "https://hub.example.org/"),
+    ("https://rancher.example.org/k8s/clusters/c-1", "https://rancher.example.org:443/k8s/clusters/c-1/",
+     "https://rancher.example.org/k8s//clusters/./c-1", "https://rancher.example.org/k8s/x/../clusters/c-1//"),
+    ("https://hub.example.org/", "https://hub.example.org//", "https://hub.example.org/.", "https://hub.example.org/.."),
+    ("https://10.0.0.1:6443", "https://10.0.0.1.:6443/"),
+    ("https://[::1]:6443", "https://[0:0:0:0:0:0:0:1]:6443", "https://[0::1]:6443/"),
+])
+def test_one_api_server_in_several_spellings_is_one_server(spellings):
+    from generator.inventory import servers
+    assert len({servers.parse(spelling).normalised for spelling in spellings}) == 1
+    data = edited(platform_data(), lambda d: d["clusters"]["flame"].update(server=spellings[0]),
+                  lambda d: d["clusters"]["ember"].update(server=spellings[-1]))
+    with pytest.raises(InventoryInvalid) as refused:
+        load_inventory_text(to_text(data), "platform.yaml")
+    (problem,) = refused.value.problems
+    flame_line = to_text(data).splitlines().index("  flame:") + 3  # role, then server
+    assert problem.field == "clusters.ember.server"
+    assert problem.reason.startswith(f"{spellings[-1]} is already the API server of cluster 'flame' "
+                                     f"(platform.yaml:{flame_line}:5")
+
+
+@pytest.mark.parametrize("server", [
+    "https://kubernetes.default.svc", "https://kubernetes.default.svc:443/", "https://Kubernetes.Default.Svc",
+    "https://kubernetes.default.svc.cluster.local", "https://kubernetes.default.svc.example.internal.:443",
+    "https://kubernetes.default", "https://kubernetes.default.svc:6443/api"])
+def test_a_worker_may_not_name_the_in_cluster_address(server):
+    data = edited(platform_data(), lambda d: d["clusters"]["flame"].update(server=server))
+    with pytest.raises(InventoryInvalid) as refused:
+        load_inventory_text(to_text(data), "platform.yaml")
+    assert [(p.field, p.reason.split(" is ")[1]) for p in refused.value.problems] == [
+        ("clusters.flame.server", "the in-cluster address, where Argo CD reaches the manager (its own Applications "
+                                  "go to https://kubernetes.default.svc): this worker's tree would land on the manager; "
+                                  "give the worker's own API server")]
+    # The manager is reached in-cluster anyway: naming it so is no mistake.
+    platform(edited(platform_data(), lambda d: d["clusters"]["hub"].update(server=server)))
+
+
+@pytest.mark.parametrize("server, reason", [
+    ("https://flame.example.org:65536", "port 65536 is outside 1-65535"),
+    ("https://flame.example.org:99999/", "port 99999 is outside 1-65535"),
+    ("https://flame.example.org:0", "port 0 is outside 1-65535"),
+    ("https://flame..example.org", "flame..example.org is not a DNS name"),
+    ("https://-flame.example.org", "-flame.example.org is not a DNS name"),
+    ("https://" + "a" * 64 + ".example.org", "is not a DNS name"),
+    ("https://256.1.1.1:6443", "256.1.1.1 is not an IPv4 address"),
+    ("https://[1::2::3]:6443", "[1::2::3] is not an IPv6 address"),
+])
+def test_a_server_is_parsed_as_a_url(server, reason):
+    data = edited(platform_data(), lambda d: d["clusters"]["flame"].update(server=server))
+    with pytest.raises(InventoryInvalid) as refused:
+        load_inventory_text(to_text(data), "platform.yaml")
+    assert [p.field for p in refused.value.problems] == ["clusters.flame.server"]
+    assert reason in refused.value.problems[0].reason
+
+
+def test_kubernetes_near_misses_are_other_servers():
+    """Only the API server's own Service is reserved: a host that merely starts like it is another server."""
+    from generator.inventory import servers
+    for server in ("https://kubernetes.example.org", "https://kubernetes.default.example.org",
+                   "https://kubernetes-default.svc", "https://kubernetes"):
+        assert not servers.parse(server).in_cluster, server
