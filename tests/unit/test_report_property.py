@@ -33,6 +33,7 @@ from generator import prometheus_api
 from generator.accounting import MAX_ANSWER_BYTES
 from generator.cli import main
 from tests.support import INVENTORY, REPO
+from simulation.waiting import ceiling  # noqa: E402
 
 T0 = int(datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp())
 EXAMPLES = max(20, int(os.environ.get("GPUGEN_PROPERTY_EXAMPLES", "300")) // 4)
@@ -403,7 +404,7 @@ def test_http_client_errors_are_one_line(tmp_path, reply):
 def entry_point(url: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "generator", "report", "--inventory", str(INVENTORY),
                            "--prometheus", url, "--format", "csv", "--output", str(out), *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+                          cwd=REPO, capture_output=True, text=True, timeout=ceiling(30))
 
 
 def test_the_entry_point_reports_hours(stand_in, tmp_path):
