@@ -29,9 +29,7 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-README = REPO / "benchmarks" / "README.md"
 BEGIN, END = "<!-- flame_start -->", "<!-- /flame_start -->"
-BARE_IMPORT = "import pydantic, yaml, click"
 
 
 def _time(text: str) -> datetime.datetime:
@@ -124,7 +122,9 @@ def cpu_seconds(flame, harness_before: float = 0.0) -> dict[str, float]:
 
 
 def measure_one(source: pathlib.Path, work: pathlib.Path) -> dict:
-    """One start of the FLAME of the checkout `source` (this process imports its simulation), measured."""
+    """One start of the FLAME of the checkout `source` (this process imports its simulation), measured. Nothing of
+    this checkout's generator, simulation or tests may be imported before, or `source` would run with them: the
+    other benchmarks' helpers are imported where the table is made, in the parent process."""
     sys.path.insert(0, str(source))
     os.chdir(source)
     from simulation import flame as flame_mod  # noqa: PLC0415 (the checkout's own, chosen at run time)
@@ -142,13 +142,10 @@ def measure_one(source: pathlib.Path, work: pathlib.Path) -> dict:
 
 
 def bare_import() -> float:
-    """Seconds of `python -c 'import pydantic, yaml, click'`: the machine's speed, as render_floor.py measures it."""
-    best = []
-    for _ in range(5):
-        started = time.monotonic()
-        subprocess.run([sys.executable, "-c", BARE_IMPORT], check=True)
-        best.append(time.monotonic() - started)
-    return statistics.median(best)
+    """Seconds of render_floor.py's bare import (median of 5), timed as it times it: the machine's speed."""
+    from benchmarks.render_floor import BARE_IMPORT  # noqa: PLC0415 (not in --one's process: see measure_one)
+    from benchmarks.run import PYTHON, median, run  # noqa: PLC0415
+    return median([run([PYTHON, "-c", BARE_IMPORT], cwd=REPO).seconds for _ in range(5)])
 
 
 def _start(source: pathlib.Path, work: pathlib.Path) -> dict:
@@ -165,12 +162,10 @@ def _worktree(revision: str, into: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
 def table(results: dict[str, list[dict]], bare: float) -> str:
     """CPU seconds per process (median over the runs) for each checkout measured, with wall times and totals."""
+    from benchmarks.render_floor import BARE_IMPORT  # noqa: PLC0415 (not in --one's process: see measure_one)
+    from benchmarks.run import median as _median  # noqa: PLC0415
     labels = list(results)
     names = sorted({n for runs in results.values() for r in runs for n in r["cpu"]},
                    key=lambda n: -max(_median([r["cpu"].get(n, 0.0) for r in runs]) for runs in results.values()))
@@ -193,15 +188,6 @@ def table(results: dict[str, list[dict]], bare: float) -> str:
         a, b = (_median([sum(r["cpu"].values()) for r in results[label]]) for label in labels)
         lines += ["", f"CPU total {labels[0]} / {labels[1]}: {a / b:.2f}"]
     return "\n".join(lines)
-
-
-def write_readme(text: str) -> None:
-    content = README.read_text(encoding="utf-8")
-    if BEGIN not in content or END not in content:
-        raise SystemExit(f"{README} has no {BEGIN} ... {END} section")
-    head, rest = content.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -239,8 +225,9 @@ def main(argv=None) -> int:
         text = table(results, bare_import())
         print("\n" + text)
         if args.write_readme:
-            write_readme(text)
-            print(f"rewrote the flame_start table of {README}")
+            from benchmarks.run import write_readme  # noqa: PLC0415
+            write_readme(text, BEGIN, END)
+            print("rewrote the flame_start table of benchmarks/README.md")
     finally:
         if args.against:
             subprocess.run(["git", "worktree", "remove", "--force", str(scratch / f"at-{args.against}")], cwd=REPO)

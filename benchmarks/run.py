@@ -672,13 +672,14 @@ def report(results: dict) -> str:
     return "\n".join(lines)
 
 
-def write_readme(text: str) -> None:
+def write_readme(text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the section of benchmarks/README.md between the markers `begin` and `end` (each benchmark has its own)."""
     content = README.read_text(encoding="utf-8")
-    if BEGIN not in content or END not in content:
-        raise SystemExit(f"{README} has no {BEGIN} ... {END} section")
-    head, rest = content.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+    if begin not in content or end not in content:
+        raise SystemExit(f"{README} has no {begin} ... {end} section")
+    head, rest = content.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    README.write_text(f"{head}{begin}\n{text}\n{end}{tail}", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------------------------- main
