@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any, Callable
 
 from simulation import waiting as waiting_module
-from typing import Any, Callable
 
 TRACKING = "argocd.argoproj.io/tracking-id"
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"

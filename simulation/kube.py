@@ -118,10 +118,10 @@ def conditions(obj) -> dict:
     return {c["type"]: c for c in (obj or {}).get("status", {}).get("conditions", []) or []}
 
 
-def poll(check, usual=6.0, what="condition", interval=0.3, progress=None):
-    """check()'s first truthy value; AssertionError naming `what` and the last value when nothing moved or at the
-    ceiling of something that takes `usual` seconds on a fast machine (simulation/waiting.py)."""
-    return wait_for(check, what, usual, progress=progress, interval=interval)
+def poll(check, usual=6.0, what="condition", interval=0.3):
+    """check()'s first truthy value; AssertionError naming `what` and the last value at the ceiling of something
+    that takes `usual` seconds on a fast machine (simulation/waiting.py)."""
+    return wait_for(check, what, usual, interval=interval)
 
 
 def _namespaced(admin: "Client", obj) -> bool:

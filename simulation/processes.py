@@ -91,10 +91,9 @@ class Processes:
                 p.check_running()
 
 
-def wait_ready(proc: Process | None, check, usual: float, what: str, log: pathlib.Path | None = None,
-               progress=None):
+def wait_ready(proc: Process | None, check, usual: float, what: str, log: pathlib.Path | None = None):
     """Return check()'s first truthy value (exceptions count as not yet). Raise ComponentFailed naming `what`
-    and the log when the process exits, nothing moved, or at the ceiling of something that takes `usual` seconds on
+    and the log when the process exits or at the ceiling of something that takes `usual` seconds on
     a fast machine (simulation/waiting.py)."""
     log = log or (proc.log if proc else None)
 
@@ -106,7 +105,7 @@ def wait_ready(proc: Process | None, check, usual: float, what: str, log: pathli
         except Exception as e:  # still starting: connection refused, 503, ...
             raise _NotYet(e) from e
 
-    return wait_for(check_or_pending, f"{what} not ready", usual, progress=progress, pending=(_NotYet,),
+    return wait_for(check_or_pending, f"{what} not ready", usual, pending=(_NotYet,),
                     alive=proc.check_running if proc else None, error=ComponentFailed,
                     describe=None if log is None else
                     lambda: f"(log: {log})\n--- last lines of {log} ---\n{log_tail(log)}")

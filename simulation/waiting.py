@@ -88,9 +88,10 @@ def wait_for(check: Callable[[], Any], what: str, usual: float, *, progress: Cal
 
 
 def _state(describe: Callable[[], str] | None, last: Any) -> str:
+    error = f"\nlast error: {last}" if isinstance(last, BaseException) else ""
     if describe is not None:
         try:
-            return describe()
+            return describe() + error
         except Exception as e:  # the state could not be read: say so, keep the wait's own message
             return f"(state unavailable: {e}; last: {last!r})"
     return f"last: {last!r}"
