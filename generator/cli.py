@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from generator import usecases
-from generator.accounting import (DEFAULT_FROM, DEFAULT_STEP, MAX_ANSWER_BYTES, MAX_PERIOD_POINTS, MAX_SAMPLES,
+from generator.report.usage import (DEFAULT_FROM, DEFAULT_STEP, MAX_ANSWER_BYTES, MAX_PERIOD_POINTS, MAX_SAMPLES,
                                   parse_period)
 from generator.errors import (BaseUnreadable, EditRefused, InventoryInvalid, NoData, OutputRefused, OverLimits, Problem,
                               PrometheusUnavailable)
@@ -145,7 +145,7 @@ def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> 
 
     Writes nothing. Exit codes: 0 plan shown; 2 invalid inventory or unreadable base.
     """
-    from generator.plan import format_any  # plan-only imports stay off the render path
+    from generator.plan.changes import format_any  # plan-only imports stay off the render path
 
     try:
         with _inventory_refusals(inventory_path):
@@ -260,7 +260,7 @@ def schema(out_path: Path | None) -> None:
 
 
 def _prometheus_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from generator.prometheus_api import check_url  # urllib is imported only to report
+    from generator.report.prometheus_api import check_url  # urllib is imported only to report
 
     try:
         return check_url(value)

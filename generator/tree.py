@@ -14,7 +14,7 @@ from generator import emit, limits, parallel, userdocs, versions
 from generator.inventory import clusters
 from generator.builders import bootstrap_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
-from generator.repo_server import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE
 from generator.errors import OverLimits
 from generator.inventory.models import Inventory
 

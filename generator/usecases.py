@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from generator.errors import BaseUnreadable, EditRefused, GitError, OutputRefused
 from generator.inventory import load_inventory
-from generator.repo_server import cluster_folders, directory_size_warning
+from generator.layout import cluster_folders, directory_size_warning
 from generator.tree import RenderedTrees, render_trees
 from generator.files.fs import write_file_atomically
 from generator.files.lock import output_lock, remove_leftovers
@@ -30,7 +30,7 @@ from generator.files.scan import Changes, generated_by_us
 from generator.files.staging import Pending, apply_outputs, pending_file, pending_tree
 
 if TYPE_CHECKING:
-    from generator.accounting import Period
+    from generator.report.usage import Period
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,10 @@ def render(inventory_path: Path, outputs: Outputs, check: bool = False) -> Rende
 
 
 def plan(inventory_path: Path, out_dir: Path, base: str):
-    """What rendering the inventory changes against OUT as committed at BASE (generator.plan.Plan; for an
-    inventory of several clusters generator.plan.ClusterPlans, per cluster)."""
-    from generator.gitfiles import files_at  # plan-only imports stay off the render path
-    from generator.plan import make_cluster_plans, make_plan
+    """What rendering the inventory changes against OUT as committed at BASE (generator.plan.changes.Plan; for an
+    inventory of several clusters generator.plan.changes.ClusterPlans, per cluster)."""
+    from generator.plan.gitfiles import files_at  # plan-only imports stay off the render path
+    from generator.plan.changes import make_cluster_plans, make_plan
 
     trees = render_inventory(inventory_path)
     try:
@@ -174,8 +174,8 @@ def report(inventory_path: Path, prometheus_url: str, period: Period, output_for
     Prometheus, against its allocation: the report as text (table or csv), or written to `output`, and the chart
     to `chart` (PNG or SVG by its suffix). Raises InventoryInvalid, OutputRefused (a chart it cannot draw),
     PrometheusUnavailable, NoData, OSError; writes nothing before every answer is in."""
-    from generator import accounting, report_output  # report-only imports stay off the render path
-    from generator.prometheus_api import Prometheus
+    from generator.report import output as report_output, usage  # report-only imports stay off the render path
+    from generator.report.prometheus_api import Prometheus
 
     inventory = load_inventory(inventory_path)
     # Refused before minutes of queries, not after.
@@ -186,8 +186,8 @@ def report(inventory_path: Path, prometheus_url: str, period: Period, output_for
         if not path.parent.is_dir():
             raise OutputRefused(f"{path}: no such directory")
     client = Prometheus(prometheus_url)
-    series = accounting.collect(client.query_range(accounting.usage_query(), period, progress))
-    result = accounting.usage_report(inventory, period, series, client.url)
+    series = usage.collect(client.query_range(usage.usage_query(), period, progress))
+    result = usage.usage_report(inventory, period, series, client.url)
     text = report_output.csv_text(result) if output_format == "csv" else report_output.table(result)
     if chart is not None:
         write_file_atomically(chart, report_output.chart(result, chart_format))

@@ -16,8 +16,8 @@ from generator.builders import grafana
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory import clusters, duration
 from generator.inventory.models import GpuClass, Inventory
-from generator.inventory.naming import (allowed_priorities, default_priority, flavor_name, reachable, runtime_name,
-                                        walltime_seconds)
+from generator.inventory.contract import allowed_priorities, default_priority, reachable, walltime_seconds
+from generator.inventory.naming import flavor_name, runtime_name
 
 TEMPLATES = Path(__file__).with_name("templates")
 

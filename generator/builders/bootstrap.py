@@ -25,7 +25,7 @@ from generator import emit, versions
 from generator.builders import argocd, kueue, rbac
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
-from generator.repo_server import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory import clusters
 from generator.inventory.naming import (GPUGEN_PROJECT, KUBE_SYSTEM, ROOT_PROJECT, cluster_tree_application_name,
                                         component_application_name, project_name, research_namespaces,

@@ -19,8 +19,8 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Inventory
 from generator.kinds import CORE
-from generator.inventory.naming import (JOB_LIMITS, RESEARCH_GROUP_LABEL, allowed_priorities, default_priority,
-                                        reachable, walltime_seconds)
+from generator.inventory.contract import JOB_LIMITS, allowed_priorities, default_priority, reachable, walltime_seconds
+from generator.inventory.naming import RESEARCH_GROUP_LABEL
 
 API_VERSION = CORE.api_version
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"

@@ -33,8 +33,8 @@ from generator.builders.prometheus import (COMPONENT_LABEL, NOT_FOLLOWER, promql
                                           promql_string)
 from generator.inventory.models import Group, Inventory, ResourceAmounts
 # The dashboards' uids, their ConfigMaps' names, come from inventory/naming.py (UID_MAX for the tests' sake).
-from generator.inventory.naming import (KUBERNETES_RESOURCE, UID_MAX, allocated_pods, flavor_name,  # noqa: F401
-                                        group_uid, platform_uid)
+from generator.inventory.contract import allocated_pods
+from generator.inventory.naming import KUBERNETES_RESOURCE, UID_MAX, flavor_name, group_uid, platform_uid  # noqa: F401
 from generator.kinds import CORE
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, Priority, ResourceAmounts
 from generator.kinds import KUEUE, KUEUE_CONFIG
-from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE,
-                                        NAMESPACE_NAME_LABEL, allocated_pods, flavor_name, research_namespaces)
+from generator.inventory.contract import allocated_pods
+from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, NAMESPACE_NAME_LABEL, flavor_name, research_namespaces)
 
 API_VERSION = KUEUE.api_version
 # One resource group; `pods` guarantees every pod set gets a flavor even when it asks for no GPU.

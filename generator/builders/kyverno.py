@@ -52,8 +52,8 @@ from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory.models import DOCKER_HUB_NAMES, Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
 from generator.inventory import duration
-from generator.inventory.naming import (GPU_RESOURCE, JOB_LIMITS, NAMESPACE_NAME_LABEL, controller_identities,
-                                        research_namespaces, runtime_name)
+from generator.inventory.contract import JOB_LIMITS
+from generator.inventory.naming import (GPU_RESOURCE, NAMESPACE_NAME_LABEL, controller_identities, research_namespaces, runtime_name)
 
 API_VERSION = KYVERNO.api_version
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -20,8 +20,8 @@ from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory import duration
 from generator.inventory.models import Group, Inventory, Monitoring
-from generator.inventory.naming import (GPU_RESOURCE, PLATFORM_RULES, allocated_amount, flavor_name,
-                                        group_rules_name)
+from generator.inventory.contract import allocated_amount
+from generator.inventory.naming import GPU_RESOURCE, PLATFORM_RULES, flavor_name, group_rules_name
 from generator.kinds import MONITORING
 
 API_VERSION = MONITORING.api_version

@@ -15,7 +15,8 @@ from generator.builders.common import metadata
 from generator.components import COMPONENTS
 from generator.inventory.models import Group, Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KUEUE, RBAC, TRAINER
-from generator.inventory.naming import JOB_LIMITS, KUBE_SYSTEM, MULTIKUEUE_IDENTITY, RESEARCH_GROUP_LABEL, RESEARCHER
+from generator.inventory.contract import JOB_LIMITS
+from generator.inventory.naming import KUBE_SYSTEM, MULTIKUEUE_IDENTITY, RESEARCH_GROUP_LABEL, RESEARCHER
 
 API_VERSION = RBAC.api_version
 RBAC_GROUP = RBAC.name

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from generator.components import COMPONENTS
 from generator.inventory import clusters
 from generator.inventory.models import Inventory
-from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPUGEN_PROJECT, JOB_LIMITS, MULTIKUEUE_IDENTITY,
-                                        PLATFORM_RULES, RESEARCHER, ROOT_PROJECT, cluster_tree_application_name,
+from generator.inventory.contract import JOB_LIMITS
+from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPUGEN_PROJECT, MULTIKUEUE_IDENTITY, PLATFORM_RULES,
+                                        RESEARCHER, ROOT_PROJECT, cluster_tree_application_name,
                                         component_application_name, flavor_name, group_rules_name, group_uid,
                                         platform_uid, project_name, root_application_name, runtime_name)
 

@@ -18,8 +18,8 @@ from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_
 from generator.inventory import clusters, duration, servers
 from generator.inventory.rendered_names import RenderedName, rendered_names
 from generator.limits import MAX_NAME
-from generator.inventory.naming import (KUBERNETES_RESOURCE, allocated_amount, allocated_pods, default_priority,
-                                        flavor_name, reserved_namespaces, runtime_name, walltime_seconds)
+from generator.inventory.contract import allocated_amount, allocated_pods, default_priority, walltime_seconds
+from generator.inventory.naming import KUBERNETES_RESOURCE, flavor_name, reserved_namespaces, runtime_name
 
 Loc = tuple[str | int, ...]
 Finding = tuple[Loc, str] | tuple[Loc, str, Loc]

@@ -25,7 +25,7 @@ from simulation.processes import leftover_processes  # noqa: E402
 
 from simulation import argo_sync  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
-from generator.repo_server import KUSTOMIZATION_FILE  # noqa: E402
+from generator.layout import KUSTOMIZATION_FILE  # noqa: E402
 from generator.inventory.naming import research_namespaces  # noqa: E402
 from generator.tree import render_trees  # noqa: E402
 

@@ -25,7 +25,7 @@ from tests.journeys.journeys_support import (GPU, USUAL, Timer, assert_model_agr
 from tests.support.inventories import edited, write
 from simulation.kube import conditions
 
-from generator.plan import WAITS_ON_WORKLOADS
+from generator.plan.changes import WAITS_ON_WORKLOADS
 from simulation.waiting import ceiling  # noqa: E402
 
 CLASS = "gh200"

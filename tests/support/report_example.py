@@ -139,7 +139,7 @@ def window() -> tuple[str, str]:
 def main() -> None:
     """Draw docs/report-example.png (and print the table) from the example, with the FLAME inventory."""
     from generator import usecases
-    from generator.accounting import DEFAULT_STEP, parse_period
+    from generator.report.usage import DEFAULT_STEP, parse_period
     from generator.inventory import load_inventory
 
     start, end = window()

@@ -1,4 +1,4 @@
-"""GPU-hour accounting, pure (generator/accounting.py): the period, the chunks of a range query, integration into
+"""GPU-hour accounting, pure (generator/report/usage.py): the period, the chunks of a range query, integration into
 hours, copies of a series merged with max, usage against allocation, and no data refused."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from generator.accounting import (MAX_PERIOD_POINTS, MAX_POINTS, Period, bucket_means, chunks, collect, integrate,
+from generator.report.usage import (MAX_PERIOD_POINTS, MAX_POINTS, Period, bucket_means, chunks, collect, integrate,
                                   parse_period, usage_query, usage_report)
 from generator.errors import NoData
 

@@ -50,7 +50,7 @@ def test_several_clusters_every_application_generated_or_not_stays_inside_its_pr
     that has components of its own (tests/support/inventories.own_components: Kyverno adopted, Kueue elsewhere)."""
     import yaml
 
-    from generator.repo_server import KUSTOMIZATION_FILE
+    from generator.layout import KUSTOMIZATION_FILE
     from generator.tree import render_trees
     from tests.support.inventories import edited, own_components, platform, platform_data
 

@@ -16,17 +16,16 @@ GENERATOR = Path(__file__).resolve().parents[2] / "generator"
 # Lowest first. A unit is a package (generator.inventory) or a top-level module (generator.tree).
 LAYERS = [
     ("facts", {"generator.errors", "generator.versions", "generator.components", "generator.kinds",
-               "generator.repo_server", "generator.limits", "generator.emit", "generator.parallel"}),
+               "generator.layout", "generator.limits", "generator.emit", "generator.parallel"}),
     ("inventory", {"generator.inventory"}),
     ("builders", {"generator.builders"}),
     ("trees and files", {"generator.tree", "generator.userdocs", "generator.plan", "generator.files",
-                         "generator.gitfiles", "generator.accounting", "generator.prometheus_api",
-                         "generator.report_output"}),
+                         "generator.report"}),
     ("use cases", {"generator.usecases"}),
     ("command line", {"generator.cli", "generator.__main__"}),
 ]
 LAYER_OF = {unit: index for index, (_, units) in enumerate(LAYERS) for unit in units}
-PACKAGES = {"generator.inventory", "generator.builders", "generator.files"}
+PACKAGES = {"generator.inventory", "generator.builders", "generator.files", "generator.plan", "generator.report"}
 
 
 def module_name(path: Path) -> str:

@@ -20,7 +20,7 @@ from simulation import upstream as vs
 from simulation.upstream import unavailable
 
 from generator.inventory.quantity import parse_quantity
-from generator.repo_server import directory_size_warning
+from generator.layout import directory_size_warning
 from generator.versions import pin
 from simulation.waiting import ceiling  # noqa: E402
 

@@ -20,7 +20,7 @@ from tests.support import INVENTORY, REPO
 
 from generator.cli import main
 from generator.inventory import edit, load_inventory_text
-from generator.plan import GITHUB_COMMENT_LIMIT, format_markdown, format_text, make_plan
+from generator.plan.changes import GITHUB_COMMENT_LIMIT, format_markdown, format_text, make_plan
 from generator.tree import render_trees
 
 GOLDEN = REPO / "tests" / "golden" / "plan"

@@ -24,7 +24,7 @@ from generator.inventory.models import Inventory
 from generator.inventory.naming import KUBE_SYSTEM, group_uid
 from generator.inventory.rendered_names import rendered_names
 from generator.inventory.rules import _check_rendered_names, check_inventory
-from generator.repo_server import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE
 from generator.tree import render_trees
 from tests.support.inventories import edited, flame_data, own_components, platform_data, to_text
 

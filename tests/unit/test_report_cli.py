@@ -17,11 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from generator.accounting import parse_period
+from generator.report.usage import parse_period
 from generator.cli import main
 from generator.errors import PrometheusUnavailable
 from generator.inventory import load_inventory
-from generator.prometheus_api import Prometheus
+from generator.report.prometheus_api import Prometheus
 from tests.support import INVENTORY, REPO
 from tests.support.report_example import FOREIGN_QUEUE, JOBS, T0, expected_hours, openmetrics, serving, window
 from simulation.waiting import ceiling  # noqa: E402

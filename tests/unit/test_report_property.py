@@ -1,6 +1,6 @@
 """`gpugen report` against a stand-in Prometheus: a small HTTP server on 127.0.0.1, started and stopped here, that
 answers the range queries with random well-formed and malformed bodies. Whatever it answers, the report exits 0
-with the hours its samples make (a left Riemann sum computed here, apart from generator/accounting.py), or exits 1
+with the hours its samples make (a left Riemann sum computed here, apart from generator/report/usage.py), or exits 1
 or 2 with exactly one line on stderr naming the culprit, writes nothing, and never shows a traceback nor a table
 of zeros for no data. Most cases run in-process (click's CliRunner); a few run `python -m generator` for real,
 under gpugen's memory bound.
@@ -29,8 +29,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from generator import prometheus_api
-from generator.accounting import MAX_ANSWER_BYTES
+from generator.report import prometheus_api
+from generator.report.usage import MAX_ANSWER_BYTES
 from generator.cli import main
 from tests.support import INVENTORY, REPO
 from simulation.waiting import ceiling  # noqa: E402

@@ -14,7 +14,7 @@ from generator.builders.rbac import RESEARCHER_RULES
 from generator.errors import InventoryInvalid
 from generator.inventory import load_inventory_text
 from generator.kinds import SYNCED_KINDS, project_whitelist
-from generator.repo_server import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE
 from generator.tree import RenderedTrees, render_trees
 from tests.support.inventories import edited, own_components, platform, platform_data, to_text
 
@@ -217,7 +217,7 @@ def test_the_users_page_is_one_page_naming_where_each_runtime_runs(rendered):
 def test_plan_shows_each_cluster_and_names_a_class_that_moves_between_clusters(rendered):
     """A100s moved from ember to flame: the plan per cluster (ember loses its flavor, flame gains it, the manager's
     queues are unchanged) and the move named, with what happens to running jobs."""
-    from generator.plan import format_cluster_markdown, format_cluster_text, make_cluster_plans
+    from generator.plan.changes import format_cluster_markdown, format_cluster_text, make_cluster_plans
 
     def moved(data):
         data["classes"]["a100"]["cluster"] = "flame"

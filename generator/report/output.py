@@ -1,4 +1,4 @@
-"""A usage report (generator/accounting.py) as the user reads it: a terminal table, CSV with stable columns, and a
+"""A usage report (usage.py) as the user reads it: a terminal table, CSV with stable columns, and a
 stacked area chart of the GPUs each group held per class (PNG or SVG). Returns text or bytes; the use case writes.
 """
 
@@ -10,7 +10,7 @@ import io
 from datetime import datetime, timezone
 from pathlib import Path
 
-from generator.accounting import RESOURCES, Report, Usage, bucket_means, iso
+from generator.report.usage import RESOURCES, Report, Usage, bucket_means, iso
 from generator.errors import OutputRefused
 
 CSV_COLUMNS = ("period_start", "period_end", "step_seconds", "group", "class",

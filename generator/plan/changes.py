@@ -13,10 +13,11 @@ import yaml
 
 from generator.inventory.quantity import parse_quantity
 from generator.kinds import SYNCED_KINDS
-from generator.repo_server import KUSTOMIZATION_FILE, cluster_folders
+from generator.layout import KUSTOMIZATION_FILE, cluster_folders
 from generator.builders import kyverno
 from generator.inventory import duration
-from generator.inventory.naming import GPU_CLASS_ANNOTATION, JOB_LIMITS
+from generator.inventory.contract import JOB_LIMITS
+from generator.inventory.naming import GPU_CLASS_ANNOTATION
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 Files = dict[str, bytes]
@@ -392,7 +393,7 @@ class ClusterPlans:
 
 def cluster_trees(files: Files) -> dict[str, Files]:
     """A tree of several clusters split by cluster ({cluster: {path in its tree: bytes}}); {} for a tree of one
-    cluster (repo_server.cluster_folders)."""
+    cluster (layout.cluster_folders)."""
     out: dict[str, Files] = {name: {} for name in sorted(cluster_folders(files))}
     for path, content in files.items():
         cluster, _, rest = path.partition("/")

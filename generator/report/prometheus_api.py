@@ -21,7 +21,7 @@ import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from generator.accounting import MAX_ANSWER_BYTES, MAX_POINTS, MAX_SAMPLES, MAX_USAGE, Period, chunks, iso, shown
+from generator.report.usage import MAX_ANSWER_BYTES, MAX_POINTS, MAX_SAMPLES, MAX_USAGE, Period, chunks, iso, shown
 from generator.errors import PrometheusUnavailable
 
 REQUEST_TIMEOUT = 60.0  # seconds per request; also sent as the query's own timeout, so Prometheus gives up too

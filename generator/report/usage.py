@@ -1,5 +1,5 @@
 """GPU-hour accounting, pure: the period, the Prometheus query and its chunks, samples integrated into hours, and
-each group's usage per GPU class against its allocation. The HTTP client is generator/prometheus_api.py.
+each group's usage per GPU class against its allocation. The HTTP client is prometheus_api.py.
 
 What is counted is Kueue's `kueue_cluster_queue_resource_usage`: the quota admitted to a ClusterQueue on a
 ResourceFlavor (borrowed quota included), not what the pods measured. Each series is sampled on the step grid
@@ -22,7 +22,8 @@ from generator.builders.kueue import cluster_queue
 from generator.errors import NoData
 from generator.inventory import duration
 from generator.inventory.models import Inventory
-from generator.inventory.naming import KUBERNETES_RESOURCE, allocated_amount, flavor_name
+from generator.inventory.contract import allocated_amount
+from generator.inventory.naming import KUBERNETES_RESOURCE, flavor_name
 
 METRIC = "kueue_cluster_queue_resource_usage"
 # The inventory fields reported, in the report's order, and how many of the metric's unit make one of ours.
