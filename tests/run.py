@@ -15,18 +15,23 @@ The exit code is the worst of the three (a process that selects no test does not
 of the three outputs is shown as it comes, prefixed with its process's name ([flame], [other], [unit]), so a reader
 sees each one's progress and can pick one out (`grep -F '[flame] '`).
 
-GPUGEN_TEST_TMP=DIR gives each process the temporary directory DIR/<name> (pytest's --basetemp, emptied when it
-starts), where a simulated cluster's logs stay at a known place (CI uploads them from there, tests/README.md).
+Each process's temporary directory, where the simulated clusters log, is <root>/<name> (pytest's --basetemp, emptied
+when that process starts again): <root> is GPUGEN_TEST_TMP (CI uploads the logs from there, tests/README.md), else
+one directory of this checkout's own under the system's temporary directory. pytest's own numbered directories
+would not do: it keeps the last three sessions of the user, a run makes three, and any other pytest session (another
+checkout's, one test re-run) removes the oldest, logs of the failure included.
 
     python -m tests.run [PYTEST OPTIONS]  # -k, -x, ... go to every process; to run some tests, call pytest on them
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -101,13 +106,22 @@ def _relay(name: str, stream) -> None:
     stream.close()
 
 
+def tmp_root() -> Path:
+    """GPUGEN_TEST_TMP, else this checkout's own directory under the system's temporary directory (two checkouts'
+    runs never empty each other's)."""
+    if os.environ.get("GPUGEN_TEST_TMP"):
+        return Path(os.environ["GPUGEN_TEST_TMP"]).resolve()
+    checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+    return Path(tempfile.gettempdir()) / f"gpugen-tests-{REPO.name}-{checkout}"
+
+
 def basetemp(name: str, argv: list[str]) -> list[str]:
-    """--basetemp=$GPUGEN_TEST_TMP/<name> for one process, unless unset or the arguments name one."""
-    root = os.environ.get("GPUGEN_TEST_TMP")
-    if not root or any(a.startswith("--basetemp") for a in argv):
+    """--basetemp=<tmp_root()>/<name> for one process, unless the arguments name one."""
+    if any(a.startswith("--basetemp") for a in argv):
         return []
-    Path(root).mkdir(parents=True, exist_ok=True)  # pytest makes the basetemp itself, not its parents
-    return [f"--basetemp={Path(root).resolve() / name}"]
+    root = tmp_root()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)  # pytest makes the basetemp itself, not its parents
+    return [f"--basetemp={root / name}"]
 
 
 def main(argv: list[str]) -> int:
@@ -124,7 +138,8 @@ def main(argv: list[str]) -> int:
     side_by_side = slots() >= 2
     print(f"tests.run: {len(os.sched_getaffinity(0))} processor(s) usable; "
           + ("the tiers with control planes side by side, the unit tier beside them at nice "
-             f"{UNIT_TIER_NICE}" if side_by_side else "one tier after the other"), flush=True)
+             f"{UNIT_TIER_NICE}" if side_by_side else "one tier after the other")
+          + f"; temporary directories and the simulated clusters' logs under {tmp_root()}/", flush=True)
     codes: dict[str, int] = {}
     started: dict[str, subprocess.Popen] = {}
     try:
