@@ -55,7 +55,8 @@ INVENTORY_TESTS := tests/apiserver/test_kubeconform.py tests/apiserver/test_apis
 check-inventory: $(VENV)/.installed ## CI for a change to the inventory and its rendered trees only (tools/ci_path.sh); BASE=origin/main for the plan
 	$(PY) -m generator render --check
 	bash tools/build.sh $(INVENTORY_TOOLS)
-	$(PY) -m pytest -q $(INVENTORY_TESTS)
+	$(if $(GPUGEN_TEST_TMP),mkdir -p $(GPUGEN_TEST_TMP))
+	$(PY) -m pytest -q $(INVENTORY_TESTS) $(if $(GPUGEN_TEST_TMP),--basetemp=$(GPUGEN_TEST_TMP)/inventory)
 	$(PY) -m generator plan --base $(or $(BASE),HEAD)
 
 demo: $(VENV)/.installed tools ## Simulated FLAME bootstrapped by the real Argo CD from the committed tree: prints KUBECONFIGs, runs until Ctrl-C

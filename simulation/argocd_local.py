@@ -35,7 +35,7 @@ import yaml
 
 from generator.builders.argocd import IN_CLUSTER
 from simulation import upstream as vs
-from simulation.control_plane import child_preexec, free_port, go_runtime_env
+from simulation.control_plane import free_port, go_runtime_env
 
 from simulation.cluster import service_account_kubeconfig
 from simulation.kube import Client, apply_all
@@ -130,12 +130,7 @@ def start_registry(work: pathlib.Path, procs: Processes, netns) -> str:
                            [f"github.com/google/go-containerregistry@{vs.versions()['GGCR_VERSION']}"],
                            _TmpFactory(work))
     log = work / "logs" / "chart-registry.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    err = open(log, "ab")
-    popen = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                             preexec_fn=child_preexec(netns))
-    err.close()
-    procs.started.append(Process("chart registry", popen, log))
+    popen = procs.start("chart registry", [binary], log, netns=netns, stdout_pipe=True).popen
     deadline = time.monotonic() + ceiling(12)
     for line in popen.stdout:
         if line.startswith("ADDR "):

@@ -234,12 +234,8 @@ def start_kubernetes(work: pathlib.Path, procs: Processes, inventory, pod_runtim
     from simulation.kube import Client  # noqa: PLC0415 (simulation/kube.py)
     require_tools(CLUSTER_TOOLS)
     (work / "apiserver").mkdir(parents=True, exist_ok=True)
-    plane = start_control_plane(work / "apiserver", netns)
-    # control_plane stops its own processes; hand them to `procs` so one stop() ends everything.
-    for name, p in zip(("etcd", "kube-apiserver"), plane.processes):
-        from simulation.processes import Process  # noqa: PLC0415
-        procs.started.append(Process(name, p, work / "apiserver" / f"{name}.log"))
-    plane.processes = []
+    # etcd and the API server in `procs`, so one stop() ends everything; every log in work/logs.
+    plane = start_control_plane(work / "apiserver", netns, procs=procs, logs=work / "logs")
     admin = Client.from_kube(plane.kube)
     kcm, kcm_health = start_controller_manager(plane, procs, work, netns)
     sched, sched_health = start_scheduler(plane, procs, work, netns)

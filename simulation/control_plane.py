@@ -3,7 +3,7 @@
 Shared by the API-server tier (tests/apiserver/conftest.py) and the end-to-end tier
 (tests/e2e/kueue_e2e.py); each starts its own. Plain functions, no fixtures:
 
-    with start_control_plane(workdir) as plane:   # processes stopped on leaving the block
+    with start_control_plane(workdir) as plane:   # processes stopped on leaving the block; logs in workdir/logs
         prepare_cluster(plane)                    # pinned CRDs Established, the tree's namespaces
         plane.kube.apply(obj)
 
@@ -21,12 +21,10 @@ Missing binaries: `start_control_plane` calls `unavailable()`, a failure when CI
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import pathlib
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -34,7 +32,8 @@ import threading
 import requests
 import yaml
 
-from simulation.waiting import PROBE, REQUEST, STOP_GRACE, wait_for
+from simulation.processes import Processes, wait_ready
+from simulation.waiting import PROBE, REQUEST, wait_for
 from simulation.upstream import (
     SCRATCH_NS, TOOLS, Kube, load_all, load_one, manifest_files, message, rel, tool_bin, unavailable)
 
@@ -71,19 +70,6 @@ def wait_until(check, usual, what, log=None):
              describe=tail)
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def child_preexec(netns=None):
-    """The preexec_fn of every process the tests start: it gets SIGTERM when the thread that started it ends, even
-    by SIGKILL (PR_SET_PDEATHSIG), and runs inside `netns` (simulation/netns.py) if given."""
-    def preexec():  # between fork and exec
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if netns:
-            netns.preexec()
-    return preexec
-
-
 # Go's garbage collector for the processes the simulation configures itself (etcd, kube-apiserver, Argo CD), unless
 # the environment says otherwise: at Go's default (GOGC=100) collection took a fifth of the API server's and of Argo
 # CD's CPU while Argo CD installs the charts' CRDs, on a machine with two cores. A larger heap target, capped by a
@@ -98,24 +84,6 @@ def go_runtime_env(env: dict | None = None) -> dict:
     for name, value in SIMULATION_GO_RUNTIME.items():
         env.setdefault(name, os.environ.get(name, value))
     return env
-
-
-def start_process(cmd, log, netns=None):
-    """Popen with stdout and stderr to the file `log`; inside `netns` (simulation/netns.py) if given."""
-    with open(log, "wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=child_preexec(netns),
-                                env=go_runtime_env())
-
-
-def stop_process(proc):
-    """SIGTERM, then SIGKILL after STOP_GRACE; nothing if it has already exited."""
-    if proc and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 # ---------------------------------------------------------------- PKI
@@ -171,11 +139,12 @@ class ControlPlane:
     kube: Kube                    # admin client (system:masters)
     kubeconfig: pathlib.Path      # the same admin identity, for tools
     apiserver_log: pathlib.Path
-    processes: list[subprocess.Popen]
+    logs: pathlib.Path            # the directory of its logs, where the tier's other processes log too
+    procs: Processes | None       # None: the caller's Processes own etcd and the API server
 
     def stop(self):
-        for p in reversed(self.processes):
-            stop_process(p)
+        if self.procs is not None:
+            self.procs.stop()
 
     def __enter__(self):
         return self
@@ -184,9 +153,11 @@ class ControlPlane:
         self.stop()
 
 
-def start_control_plane(workdir, netns=None) -> ControlPlane:
+def start_control_plane(workdir, netns=None, procs: Processes | None = None, logs=None) -> ControlPlane:
     """Start etcd + kube-apiserver in `workdir` (an empty directory) and wait until /readyz answers. With `netns`
-    (simulation/netns.py) both run in that network namespace, reached from here on the same ports."""
+    (simulation/netns.py) both run in that network namespace, reached from here on the same ports. Their logs go
+    to `logs` (default workdir/logs). With `procs` (a simulated cluster's), those Processes own and stop them;
+    otherwise the ControlPlane does."""
     etcd = tool_bin("etcd")
     kas = tool_bin("kube-apiserver")
     for b in (etcd, kas):
@@ -202,24 +173,26 @@ def start_control_plane(workdir, netns=None) -> ControlPlane:
         netns.forward(etcd_client)
         netns.forward(secure)
     etcd_url = f"http://127.0.0.1:{etcd_client}"
-    procs = []
+    logs = pathlib.Path(logs or d / "logs")
+    own = procs is None
+    procs = Processes() if own else procs
     try:
-        procs.append(start_process([
+        etcd_process = procs.start("etcd", [
             str(etcd), "--name", "gpugen", "--data-dir", str(d / "etcd"),
             "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
             "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
             "--initial-cluster", f"gpugen=http://127.0.0.1:{etcd_peer}",
             "--unsafe-no-fsync", "--log-level", "warn",
-        ], d / "etcd.log", netns))
+        ], logs / "etcd.log", env=go_runtime_env(), netns=netns)
         etcd_http = requests.Session()
         etcd_http.trust_env = False  # never via a proxy
-        wait_until(lambda: etcd_http.get(etcd_url + "/health", timeout=PROBE).json()["health"] == "true",
-                   60, "etcd", d / "etcd.log")
+        wait_ready(etcd_process, lambda: etcd_http.get(etcd_url + "/health", timeout=PROBE).json()["health"] == "true",
+                   60, "etcd /health")
 
         server = f"https://127.0.0.1:{secure}"
-        log = d / "kube-apiserver.log"
-        procs.append(start_process([
+        log = logs / "kube-apiserver.log"
+        apiserver = procs.start("kube-apiserver", [
             str(kas), "--etcd-servers", etcd_url,
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
             "--secure-port", str(secure),
@@ -242,20 +215,16 @@ def start_control_plane(workdir, netns=None) -> ControlPlane:
             "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
             "--proxy-client-cert-file", str(d / "front-proxy-client.crt"),
             "--proxy-client-key-file", str(d / "front-proxy-client.key"),
-        ], log, netns))
+        ], log, env=go_runtime_env(), netns=netns)
         kube = Kube(server, d / "ca.crt", d / "admin.crt", d / "admin.key")
         kubeconfig = write_kubeconfig(d / "kubeconfig", server, d / "ca.crt", d / "admin.crt", d / "admin.key")
-
-        def ready():
-            if procs[-1].poll() is not None:
-                raise RuntimeError(f"kube-apiserver exited with {procs[-1].returncode}")
-            return kube.http.get(server + "/readyz", timeout=PROBE).status_code == 200
-        wait_until(ready, 180, "kube-apiserver /readyz", log)
+        wait_ready(apiserver, lambda: kube.http.get(server + "/readyz", timeout=PROBE).status_code == 200, 180,
+                   "kube-apiserver /readyz")
     except BaseException:
-        for p in reversed(procs):
-            stop_process(p)
+        if own:  # otherwise the caller stops its Processes
+            procs.stop()
         raise
-    return ControlPlane(d, kube, kubeconfig, log, procs)
+    return ControlPlane(d, kube, kubeconfig, log, logs, procs if own else None)
 
 
 # ---------------------------------------------------------------- what the tree needs on it

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     # Ctrl-C even when started from a shell that ignores SIGINT for background jobs (Python keeps SIG_IGN).
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    print(f"starting the simulated FLAME in {work} (logs: {work}/logs, {work}/apiserver) ...", flush=True)
+    print(f"starting the simulated FLAME in {work} (every process logs in {work}/logs) ...", flush=True)
     flame = None
     try:
         flame = flame_mod.start_flame(work, log=lambda m: print("  " + m, flush=True))

@@ -28,7 +28,7 @@ import socket
 import subprocess
 import threading
 
-from simulation.control_plane import child_preexec, stop_process
+from simulation.processes import child_preexec, stop_process
 from simulation.waiting import STOP_GRACE  # noqa: E402
 
 POD_NETWORK = ipaddress.ip_network("198.18.0.0/16")

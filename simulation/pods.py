@@ -44,9 +44,8 @@ import traceback
 import requests
 import yaml
 
-from simulation.processes import Process, Processes, log_tail
+from simulation.processes import Process, Processes, log_tail, stop_process
 from simulation.kube import ApiError, Client
-from simulation.control_plane import stop_process
 
 from simulation.netns import POD_NETWORK  # noqa: E402 (the simulation's network namespace)
 from simulation.waiting import PROBE, STOP_GRACE  # noqa: E402

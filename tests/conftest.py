@@ -9,6 +9,7 @@ import pytest
 
 from generator.builders import bootstrap_objects, synced_objects
 from generator.inventory import load_inventory
+from simulation import processes
 from simulation.upstream import Unavailable
 from tests.support import INVENTORY
 
@@ -68,13 +69,52 @@ def pytest_sessionfinish(session, exitstatus):
         sys.modules["tests.journeys.journeys_support"].stop_flame()
 
 
+# When the test's set-up began (simulation.processes.moment()): its failure names the logs of what ran since.
+_SINCE = pytest.StashKey[int]()
+# Log directory -> the failed tests that used it, for the summary at the end.
+_FAILED_LOGS = pytest.StashKey[dict]()
+LOGS_TITLE = "logs of the simulated cluster"
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures are set up: a cluster a fixture starts counts
+def pytest_runtest_setup(item):
+    item.stash[_SINCE] = processes.moment()
+
+
+def _log_dirs(item) -> list:
+    """The log directories of the processes that ran during `item` (those of its fixtures too), and the simulated
+    FLAME's, which starts in the background before any test asks for it."""
+    dirs = processes.log_dirs_since(item.stash.get(_SINCE, 0))
+    if "flame_cluster" in getattr(item, "fixturenames", ()):
+        dirs = [*_journeys_support().LOGS, *dirs]
+    return list(dict.fromkeys(dirs))
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A missing prerequisite (simulation.upstream.Unavailable, in a test or a fixture) skips the test with its
-    reason; with CI set it stays a failure, so CI never passes without running a real-tool check."""
+    reason; with CI set it stays a failure, so CI never passes without running a real-tool check.
+    A test that fails while processes of a simulated cluster or control plane run says where their logs are,
+    under its failure and in the summary at the end."""
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is not None and call.excinfo.errisinstance(Unavailable) and not os.environ.get("CI"):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")
+    if report.failed:
+        dirs = _log_dirs(item)
+        if dirs:
+            report.sections.append((LOGS_TITLE, "".join(f"{LOGS_TITLE}: {d}\n" for d in dirs)))
+            failed = item.config.stash.setdefault(_FAILED_LOGS, {})
+            for d in dirs:
+                failed.setdefault(d, []).append(item.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    failed = config.stash.get(_FAILED_LOGS, {})
+    if failed:
+        terminalreporter.section("where the failed tests' processes logged (tests/README.md)")
+        for d, nodeids in failed.items():
+            names = list(dict.fromkeys(nodeids))
+            terminalreporter.write_line(f"{LOGS_TITLE}: {d}  ({len(names)} failed: "
+                                        f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")

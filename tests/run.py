@@ -11,19 +11,28 @@ use, less what other programs keep busy over a second). With two or more, the tw
 side by side at the same priority, so that neither starves the other's API server, and the unit tier beside them
 at a lower one (it takes what they leave, and has nothing that must answer in time). With fewer, the three run one
 after the other. GPUGEN_TEST_SLOTS=N overrides the measurement (1: one after the other).
-The exit code is the worst of the three (a process that selects no test does not count). The FLAME's and the unit
-tier's output are written to logs and shown whole when they end, so outputs never interleave.
+The exit code is the worst of the three (a process that selects no test does not count). Side by side, each line
+of the three outputs is shown as it comes, prefixed with its process's name ([flame], [other], [unit]), so a reader
+sees each one's progress and can pick one out (`grep -F '[flame] '`).
+
+Each process's temporary directory, where the simulated clusters log, is <root>/<name> (pytest's --basetemp, emptied
+when that process starts again): <root> is GPUGEN_TEST_TMP (CI uploads the logs from there, tests/README.md), else
+one directory of this checkout's own under the system's temporary directory. pytest's own numbered directories
+would not do: it keeps the last three sessions of the user, a run makes three, and any other pytest session (another
+checkout's, one test re-run) removes the oldest, logs of the failure included.
 
     python -m tests.run [PYTEST OPTIONS]  # -k, -x, ... go to every process; to run some tests, call pytest on them
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -84,50 +93,82 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+_OUTPUT_LOCK = threading.Lock()
+
+
+def _relay(name: str, stream) -> None:
+    """`stream`'s lines to this process's stdout as they come, each whole and prefixed with `name`."""
+    for line in iter(stream.readline, b""):
+        text = line.decode(errors="replace")
+        with _OUTPUT_LOCK:
+            sys.stdout.write(f"[{name}] {text}" + ("" if text.endswith("\n") else "\n"))
+            sys.stdout.flush()
+    stream.close()
+
+
+def tmp_root() -> Path:
+    """GPUGEN_TEST_TMP, else this checkout's own directory under the system's temporary directory (two checkouts'
+    runs never empty each other's)."""
+    if os.environ.get("GPUGEN_TEST_TMP"):
+        return Path(os.environ["GPUGEN_TEST_TMP"]).resolve()
+    checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+    return Path(tempfile.gettempdir()) / f"gpugen-tests-{REPO.name}-{checkout}"
+
+
+def basetemp(name: str, argv: list[str]) -> list[str]:
+    """--basetemp=<tmp_root()>/<name> for one process, unless the arguments name one."""
+    if any(a.startswith("--basetemp") for a in argv):
+        return []
+    root = tmp_root()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)  # pytest makes the basetemp itself, not its parents
+    return [f"--basetemp={root / name}"]
+
+
 def main(argv: list[str]) -> int:
     pytest = [sys.executable, "-m", "pytest"]
     flame_ignores = [f"--ignore={tier}" for tier in FLAME_TIERS]
     # Ignores, not a path: the arguments may name tests, which the right process alone then runs.
     not_unit = [f"--ignore={tier.relative_to(REPO)}" for tier in sorted((REPO / "tests").iterdir())
                 if tier.is_dir() and tier.name != Path(UNIT_TIER).name]
-    commands = {"flame": [*pytest, "-q", *argv, *FLAME_TIERS],
-                "other": [*pytest, "-q", *argv, *flame_ignores, f"--ignore={UNIT_TIER}"],
-                "unit": [*pytest, "-q", *argv, *not_unit, *flame_ignores]}
+    commands = {"flame": [*pytest, "-q", *argv, *basetemp("flame", argv), *FLAME_TIERS],
+                "other": [*pytest, "-q", *argv, *basetemp("other", argv), *flame_ignores, f"--ignore={UNIT_TIER}"],
+                "unit": [*pytest, "-q", *argv, *basetemp("unit", argv), *not_unit, *flame_ignores]}
     labels = {"flame": "tests on the simulated FLAME and the several clusters", "other": "the other tiers",
               "unit": "the unit tier"}
     side_by_side = slots() >= 2
     print(f"tests.run: {len(os.sched_getaffinity(0))} processor(s) usable; "
           + ("the tiers with control planes side by side, the unit tier beside them at nice "
-             f"{UNIT_TIER_NICE}" if side_by_side else "one tier after the other"), flush=True)
+             f"{UNIT_TIER_NICE}" if side_by_side else "one tier after the other")
+          + f"; temporary directories and the simulated clusters' logs under {tmp_root()}/", flush=True)
     codes: dict[str, int] = {}
-    with tempfile.TemporaryDirectory(prefix="gpugen-tests-") as work:
-        logs = {name: Path(work) / f"{name}.log" for name in ("flame", "unit")}
-        started: dict[str, subprocess.Popen] = {}
-        try:
-            if side_by_side:
-                lower = {"preexec_fn": lambda: os.nice(UNIT_TIER_NICE)}
-                with open(logs["flame"], "w") as flame_log, open(logs["unit"], "w") as unit_log:
-                    started["flame"] = subprocess.Popen(commands["flame"], cwd=REPO, stdout=flame_log,
-                                                        stderr=subprocess.STDOUT)
-                    started["unit"] = subprocess.Popen(commands["unit"], cwd=REPO, stdout=unit_log,
-                                                       stderr=subprocess.STDOUT, **lower)
-                    print(f"{labels['flame']}: pytest pid {started['flame'].pid}; {labels['unit']}: pytest pid "
-                          f"{started['unit'].pid}; both shown when done", flush=True)
-                    codes["other"] = subprocess.call(commands["other"], cwd=REPO)
-                    codes["unit"], codes["flame"] = started["unit"].wait(), started["flame"].wait()
-            else:
-                for name in ("flame", "other", "unit"):
-                    print(f"\n---- {labels[name]} ----", flush=True)
-                    started[name] = subprocess.Popen(commands[name], cwd=REPO)
-                    codes[name] = started[name].wait()
-        except BaseException:
-            for process in started.values():
-                _stop(process)
-            raise
+    started: dict[str, subprocess.Popen] = {}
+    try:
         if side_by_side:
-            for name in ("unit", "flame"):
-                print(f"\n---- {labels[name]} (exit {codes[name]}) ----", flush=True)
-                sys.stdout.write(logs[name].read_text(errors="replace"))
+            # Unbuffered: a pytest writing into a pipe would otherwise hold its progress back in a buffer.
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            lower = {"preexec_fn": lambda: os.nice(UNIT_TIER_NICE)}
+            relays = []
+            for name in ("flame", "other", "unit"):
+                started[name] = subprocess.Popen(commands[name], cwd=REPO, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.STDOUT, env=env,
+                                                 **(lower if name == "unit" else {}))
+                relays.append(threading.Thread(target=_relay, args=(name, started[name].stdout), daemon=True))
+                relays[-1].start()
+                print(f"[{name}] {labels[name]}: pytest pid {started[name].pid}", flush=True)
+            for name in ("other", "unit", "flame"):
+                codes[name] = started[name].wait()
+            for relay in relays:  # the rest of each output; a process left behind holding the pipe is not waited on
+                relay.join(timeout=STOP_GRACE)
+        else:
+            for name in ("flame", "other", "unit"):
+                print(f"\n---- {labels[name]} ----", flush=True)
+                started[name] = subprocess.Popen(commands[name], cwd=REPO)
+                codes[name] = started[name].wait()
+    except BaseException:
+        for process in started.values():
+            _stop(process)
+        raise
+    print("tests.run: " + ", ".join(f"{labels[name]} exit {code}" for name, code in codes.items()), flush=True)
     kept = [code for code in codes.values() if code != 5] or [5]  # 5: collected nothing (-k, ...)
     return 1 if min(kept) < 0 else max(kept)
 

@@ -41,8 +41,8 @@ from simulation import argo_sync  # noqa: E402  (simulation)
 from simulation import kube as platform_kube  # noqa: E402  (simulation/kube.py, for its poll)
 from simulation import charts  # noqa: E402  (simulation)
 from simulation.control_plane import (  # noqa: E402
-    ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, stop_process,
-    write_kubeconfig)
+    ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, write_kubeconfig)
+from simulation.processes import Processes, stop_process  # noqa: E402
 from simulation.waiting import PROBE, REQUEST  # noqa: E402
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -342,11 +342,9 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     identity.mkdir()
     kubeconfig = _client_identity(pki, identity, kube.server, sa_namespace, sa_name)
 
-    log = work / "kueue.log"
+    log = plane.logs / "kueue.log"  # beside the control plane's: one directory to read when a test fails
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(launcher + [str(binary), "--config", str(config_file), *args],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+    proc = Processes().start("kueue", launcher + [binary, "--config", config_file, *args], log, env=env).popen
     kueue = Kueue(proc, log, config, [], f"system:serviceaccount:{sa_namespace}:{sa_name}")
     try:
         health = requests.Session()

@@ -80,11 +80,15 @@ class FlameStarter:
 
 
 STARTED: list[FlameStarter] = []  # the session's one cluster, once something asked for it
+# Its logs directory, kept after it stops: a failed test that uses it names it (tests/conftest.py).
+LOGS: list[pathlib.Path] = []
 
 
 def start_flame_early(tmp_path_factory) -> FlameStarter:
     if not STARTED:
-        STARTED.append(FlameStarter(tmp_path_factory.mktemp("flame")))
+        work = tmp_path_factory.mktemp("flame")
+        LOGS[:] = [work / "logs"]
+        STARTED.append(FlameStarter(work))
     return STARTED[0]
 
 

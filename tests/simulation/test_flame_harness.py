@@ -65,6 +65,37 @@ def test_processes_die_with_the_python_process_that_started_them(tmp_path):
     assert leftover_processes([child]) == []
 
 
+def test_a_failed_test_says_where_its_processes_logged(tmp_path):
+    """tests/conftest.py names the logs directory of every process that ran during a failed test (its fixtures'
+    too), under the failure and in the summary; a passing test prints none."""
+    (tmp_path / "test_inner.py").write_text(textwrap.dedent("""
+        import pytest
+        from simulation.processes import Processes
+
+        @pytest.fixture
+        def cluster(tmp_path):
+            procs = Processes()
+            procs.start("etcd", ["echo", "started"], tmp_path / "logs" / "etcd.log")
+            yield
+            procs.stop()
+
+        def test_fails(cluster):
+            assert False, "deliberately"
+
+        def test_passes(cluster):
+            pass
+    """))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                           f"--basetemp={tmp_path / 'tmp'}", "test_inner.py"], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=ceiling(30))
+    assert done.returncode == 1, done.stdout + done.stderr
+    logs = tmp_path / "tmp" / "test_fails0" / "logs"
+    assert f"logs of the simulated cluster: {logs}\n" in done.stdout, done.stdout
+    assert f"logs of the simulated cluster: {logs}  (1 failed: test_inner.py::test_fails)" in done.stdout
+    assert "test_passes0" not in done.stdout
+    assert (logs / "etcd.log").read_text().endswith("started\n")
+
+
 # ---------------------------------------------------------------- the pod runtime's one change, on the real charts
 
 def test_listeners_on_all_interfaces_bind_the_pod_ip_and_nothing_else_changes():
