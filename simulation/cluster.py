@@ -32,7 +32,8 @@ from simulation.control_plane import (  # noqa: E402
 from simulation.processes import Processes, wait_ready  # noqa: E402
 from simulation.waiting import PROBE, REQUEST  # noqa: E402
 
-# How long a simulated Job container runs before KWOK marks it Succeeded (journeys observe running jobs).
+# How long a simulated Job container runs before KWOK marks it Succeeded (journeys observe running jobs); the demo
+# asks for longer (start_kubernetes' job_seconds).
 JOB_POD_RUN_SECONDS = float(os.environ.get("GPUGEN_FLAME_JOB_SECONDS", "8"))
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 CPU_NODE = "cpu-0"
@@ -175,7 +176,8 @@ def kwok_rbac() -> list[dict]:
     return [doc for f in kustomization["resources"] for doc in yaml.safe_load_all((d / f).read_text()) if doc]
 
 
-def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply, not_namespaces=(), netns=None):
+def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply, not_namespaces=(), netns=None,
+               job_seconds: float = JOB_POD_RUN_SECONDS):
     rbac = kwok_rbac()
     for obj in rbac:
         apply(obj)
@@ -183,7 +185,7 @@ def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply,
     ident = service_account_kubeconfig(plane, work / "identities" / "kwok.kubeconfig", sa["metadata"]["namespace"],
                                        sa["metadata"]["name"])
     config = work / "kwok.yaml"
-    config.write_text(yaml.safe_dump_all(kwok_stages(not_namespaces=not_namespaces)))
+    config.write_text(yaml.safe_dump_all(kwok_stages(job_seconds, not_namespaces=not_namespaces)))
     port = free_port()
     if netns:
         netns.forward(port)  # its health endpoint, checked from here
@@ -228,9 +230,10 @@ class Kubernetes:
 
 
 def start_kubernetes(work: pathlib.Path, procs: Processes, inventory, pod_runtime_namespaces=(),
-                     netns=None) -> Kubernetes:
+                     netns=None, job_seconds: float = JOB_POD_RUN_SECONDS) -> Kubernetes:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and the nodes, all Ready. KWOK plays
-    the kubelet for every pod but those in `pod_runtime_namespaces` (simulation/pods.py runs them)."""
+    the kubelet for every pod but those in `pod_runtime_namespaces` (simulation/pods.py runs them), and completes a
+    Job's pod `job_seconds` after it runs."""
     from simulation.kube import Client  # noqa: PLC0415 (simulation/kube.py)
     require_tools(CLUSTER_TOOLS)
     (work / "apiserver").mkdir(parents=True, exist_ok=True)
@@ -239,7 +242,7 @@ def start_kubernetes(work: pathlib.Path, procs: Processes, inventory, pod_runtim
     admin = Client.from_kube(plane.kube)
     kcm, kcm_health = start_controller_manager(plane, procs, work, netns)
     sched, sched_health = start_scheduler(plane, procs, work, netns)
-    kwok, kwok_health = start_kwok(plane, procs, work, admin.apply, pod_runtime_namespaces, netns)
+    kwok, kwok_health = start_kwok(plane, procs, work, admin.apply, pod_runtime_namespaces, netns, job_seconds)
     for n in inventory_nodes(inventory):
         admin.create(n)
     wait_ready(kcm, lambda: _https_ok(kcm_health), 90, "kube-controller-manager /healthz")

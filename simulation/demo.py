@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import shlex
 import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -19,6 +21,12 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 from simulation import flame as flame_mod  # noqa: E402
+from simulation.waiting import ceiling  # noqa: E402
+
+# How long the seed's job runs under KWOK. The site's Prometheus scrapes every 15 s: a job of a few seconds falls
+# between two scrapes, and the report, its picture and the dashboards would show nothing of it. The tests keep
+# KWOK's shorter default (simulation/cluster.py).
+DEMO_JOB_SECONDS = 60.0
 
 SEED_EXAMPLE = """\
 apiVersion: trainer.kubeflow.org/v1alpha1
@@ -48,7 +56,8 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=pathlib.Path, help="directory for state, certificates and logs "
                         "(default: a new one under /tmp)")
     args = parser.parse_args(argv)
-    work = args.work or pathlib.Path(tempfile.mkdtemp(prefix="gpugen-demo-"))
+    # Absolute, so that the paths the welcome prints work from any directory.
+    work = (args.work or pathlib.Path(tempfile.mkdtemp(prefix="gpugen-demo-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     # Ctrl-C even when started from a shell that ignores SIGINT for background jobs (Python keeps SIG_IGN).
@@ -56,8 +65,9 @@ def main(argv=None) -> int:
     print(f"starting the simulated FLAME in {work} (every process logs in {work}/logs) ...", flush=True)
     flame = None
     try:
-        flame = flame_mod.start_flame(work, log=lambda m: print("  " + m, flush=True))
-        print_welcome(flame, work)
+        flame = flame_mod.start_flame(work, log=lambda m: print("  " + m, flush=True), job_seconds=DEMO_JOB_SECONDS)
+        commit_identity(flame.argocd.repo.checkout)
+        print(welcome(flame, work), flush=True)
         while True:  # up until Ctrl-C; a component that dies ends the demo with its name and log
             flame.check_running()
             time.sleep(2)
@@ -74,22 +84,39 @@ def main(argv=None) -> int:
         print("every process the demo started has stopped.", flush=True)
 
 
-def print_welcome(flame, work: pathlib.Path):
+def commit_identity(checkout: pathlib.Path):
+    """A committer for the checkout when git knows none (a fresh machine): the welcome's `git commit` must work as
+    printed."""
+    known = subprocess.run(["git", "-C", str(checkout), "config", "user.email"], capture_output=True, text=True,
+                           timeout=ceiling(5))
+    if not known.stdout.strip():
+        for key, value in (("user.name", "gpugen demo"), ("user.email", "gpugen-demo@example.org")):
+            subprocess.run(["git", "-C", str(checkout), "config", key, value], check=True, timeout=ceiling(5))
+
+
+def welcome(flame, work: pathlib.Path) -> str:
+    """What the demo prints once FLAME is up. Every command in it works as printed from any directory: absolute
+    paths, the inventory named, git told its repository, this Python and its gpugen rather than whatever PATH
+    finds (tests/unit/test_demo_welcome.py)."""
     example = work / "my-job.yaml"
     example.write_text(SEED_EXAMPLE)
+    q = shlex.quote
+    python = q(sys.executable)
+    gpugen = q(str(pathlib.Path(sys.executable).parent / "gpugen"))
     nodes = ", ".join(flame.nodes)
     lines = [f"\nFLAME (simulated) is up in {flame.timings['ready']:.0f}s: nodes {nodes}.", ""]
     if flame.researchers:
         group, r = next(iter(flame.researchers.items()))
         ns = r.namespaces[0]
         lines += [f"Researcher of {group} (user {r.user}, groups {', '.join(r.groups) or '-'}), namespace {ns}:",
-                  f"  export KUBECONFIG={r.kubeconfig}", ""]
+                  f"  export KUBECONFIG={q(str(r.kubeconfig))}", ""]
         try_lines = [
             "kubectl get clustertrainingruntimes",
-            f"kubectl create -f {example}   # the seed page's YAML example (namespace {ns})",
+            f"kubectl create -f {q(str(example))}   # the seed page's YAML example (namespace {ns})",
             "kubectl get workloads -w      # Kueue admits it on flavor gh200 of your group's ClusterQueue",
-            "kubectl get pods -o wide -w   # placed on a GH200 node, runs (a few seconds under KWOK), completes",
-            "python -c 'from kubeflow.trainer import TrainerClient; "
+            f"kubectl get pods -o wide -w   # placed on a GH200 node, runs (about {DEMO_JOB_SECONDS:.0f}s under "
+            "KWOK), completes",
+            f"{python} -c 'from kubeflow.trainer import TrainerClient; "
             "print([r.name for r in TrainerClient().list_runtimes()])'",
         ]
     else:
@@ -97,25 +124,27 @@ def print_welcome(flame, work: pathlib.Path):
         lines += ["No researcher identity: the inventory lists no `identities` for any group, so the rendered",
                   "RBAC binds nobody to the research namespaces. Use the admin KUBECONFIG below.", ""]
         try_lines = ["kubectl get clustertrainingruntimes",
-                     f"kubectl -n {ns} create -f {example}",
+                     f"kubectl -n {ns} create -f {q(str(example))}",
                      f"kubectl -n {ns} get workloads -w", f"kubectl -n {ns} get pods -o wide -w"]
-    lines += ["Admin (system:masters):", f"  export KUBECONFIG={flame.admin_kubeconfig}", "", "Try:"]
+    lines += ["Admin (system:masters):", f"  export KUBECONFIG={q(str(flame.admin_kubeconfig))}", "", "Try:"]
     lines += ["  " + t for t in try_lines]
     repo = flame.argocd.repo
+    checkout = q(str(repo.checkout))
+    inventory = q(str(repo.checkout / "gpu_classes.yaml"))
     lines += ["", f"Argo CD (application controller and repo-server) syncs {repo.url}, cloned at {repo.checkout}:",
               "  kubectl -n argocd get applications      # as admin: every Application Synced and Healthy",
-              f"  cd {repo.checkout} && $EDITOR gpu_classes.yaml && {pathlib.Path(sys.executable).parent}/gpugen render",
-              "  git commit -qam 'change an allocation' && git push -q origin HEAD:main",
+              f"  cd {checkout} && ${{EDITOR:-vi}} gpu_classes.yaml && {gpugen} render",
+              f"  git -C {checkout} commit -qam 'change an allocation' && git -C {checkout} push -q origin HEAD:main",
               "  kubectl -n argocd annotate applications --all argocd.argoproj.io/refresh=normal   # as a webhook would",
               "  kubectl -n argocd get applications -w"]
     if flame.prometheus is not None:
-        gpugen = pathlib.Path(sys.executable).parent / "gpugen"
         lines += ["", f"Prometheus (the site's) at {flame.prometheus.url}, scraping the controllers as rendered/monitoring says:",
-                  f"  {gpugen} report --prometheus {flame.prometheus.url} --from 1h --step 5s   # GPU-hours per group"]
+                  f"  {gpugen} report --inventory {inventory} --prometheus {flame.prometheus.url} --from 1h --step 5s"
+                  f" --chart {q(str(work / 'gpu-hours.png'))}   # GPU-hours per group, and their picture"]
     lines += ["", f"Logs: {work}/logs/ (components), {work}/apiserver/ (etcd, kube-apiserver).",
               "Not run here: " + "; ".join(flame.skipped[:3]) + (" ..." if len(flame.skipped) > 3 else ""),
               "Ctrl-C stops everything."]
-    print(textwrap.dedent("\n".join(lines)), flush=True)
+    return textwrap.dedent("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 from simulation import upstream as vs  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
 
-from simulation.cluster import CLUSTER_TOOLS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes  # noqa: E402,F401
+from simulation.cluster import (  # noqa: E402,F401
+    CLUSTER_TOOLS, JOB_POD_RUN_SECONDS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes)
 from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, RUNS, chart_objects, component_applications  # noqa: E402
 from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, push_charts, start_argocd,  # noqa: E402
                           start_git, start_redis, start_registry)
@@ -264,10 +265,11 @@ def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Cont
 
 
 def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_file: pathlib.Path | None = None,
-                log=print) -> Flame:
+                log=print, job_seconds: float = JOB_POD_RUN_SECONDS) -> Flame:
     """Start the simulated FLAME in `work` (an empty directory) for an inventory (default gpu_classes.yaml, or
     GPUGEN_INVENTORY) whose rendered tree is `tree` (default the committed rendered/, or GPUGEN_RENDERED_DIR):
-    the cluster's repository must carry exactly that tree. Everything started is stopped again if anything
+    the cluster's repository must carry exactly that tree. A Job's pod runs `job_seconds` before KWOK completes it,
+    unless its pod-complete delay annotation says otherwise. Everything started is stopped again if anything
     fails."""
     tree = tree or vs.rendered_dir()
     inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
@@ -289,7 +291,8 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
         charts = component_charts(repo.checkout / "bootstrap")
         containers = platform_containers(charts)
         namespaces = sorted({key.split("/")[0] for key in containers})
-        k8s = start_kubernetes(work, procs, inventory, pod_runtime_namespaces=namespaces, netns=net)
+        k8s = start_kubernetes(work, procs, inventory, pod_runtime_namespaces=namespaces, netns=net,
+                               job_seconds=job_seconds)
         admin = Client.from_kube(k8s.plane.kube)
         runtime = PodRuntime(admin, k8s.plane, work, namespaces, containers, NOT_RUN, procs, net, log,
                              images=hook_images(charts))

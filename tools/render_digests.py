@@ -8,7 +8,8 @@ A refactor must not change a byte of output. Run this before and after, and comp
 
 The inventories: FLAME, the test inventories on disk, FLAME with each optional setting switched (components
 adopted, controllers named, a chart mirror, namespaces made elsewhere, a Kyverno image) so that every branch of
-the builders is rendered, synthetic ones up to national scale (tests/support/synth.py), and several clusters.
+the builders is rendered, synthetic ones up to national scale (tests/support/synth.py), the examples
+(examples/*/gpu_classes.yaml, several clusters among them) and several clusters at national scale.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 from tests.support import synth
-from tests.support.inventories import Change, edited, flame_data, platform_data, setting, to_text
+from tests.support.inventories import Change, edited, flame_data, setting, to_text
 from generator.inventory.load import load_inventory_text  # noqa: E402
 from generator.tree import render_trees  # noqa: E402
 
@@ -52,8 +53,9 @@ def inventories() -> Iterator[tuple[str, str]]:
     for classes, groups, namespaces in ((2, 3, 1), (8, 40, 3), (64, 2000, 3)):
         yield (f"synth {classes}x{groups}x{namespaces}",
                synth.to_yaml(synth.build(classes, groups, namespaces)))
-    # Several clusters (docs/multi-cluster.md): the simulated platform's, and national scale over 3 and 8 workers.
-    yield "platform of three clusters", to_text(platform_data())
+    # The examples (several clusters among them: the simulated platform's), then national scale over 3 and 8 workers.
+    for path in sorted(REPO.glob("examples/*/gpu_classes.yaml")):
+        yield path.relative_to(REPO).as_posix(), path.read_text(encoding="utf-8")
     for classes, groups, namespaces, workers in ((8, 40, 3, 3), (64, 2000, 3, 8)):
         yield (f"synth {classes}x{groups}x{namespaces} over {workers} workers",
                synth.to_yaml(synth.spread(synth.build(classes, groups, namespaces), workers)))

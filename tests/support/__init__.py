@@ -11,6 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "gpu_classes.yaml"
+# The inventories a platform engineer copies, one folder each (examples/<name>/gpu_classes.yaml).
+EXAMPLES = REPO / "examples"
 
 
 def require_tool(path: str | Path | None, name: str, how: str = "run `make tools`") -> str:

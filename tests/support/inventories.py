@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 
 from generator.inventory import Inventory, load_inventory_text
-from tests.support import INVENTORY
+from tests.support import EXAMPLES, INVENTORY
 
 Change = Callable[[dict], Any]
+SEVERAL_CLUSTERS = EXAMPLES / "several-clusters" / "gpu_classes.yaml"
 
 
 def flame_data() -> dict:
@@ -64,21 +65,11 @@ def write(data: dict, path: Path) -> Path:
 
 
 def platform_data() -> dict:
-    """FLAME's inventory spread over several clusters (docs/multi-cluster.md): a manager `hub`, the GH200s on the
-    worker `flame`, a second class (A100, amd64) on the worker `ember` where only vision-lab holds GPUs. Without
-    monitoring (not built for several clusters)."""
-    def spread(data: dict) -> None:
-        data["clusters"] = {"hub": {"role": "manager", "server": "https://hub.example.org:6443"},
-                            "flame": {"role": "worker", "server": "https://flame.example.org:6443"},
-                            "ember": {"role": "worker", "server": "https://ember.example.org:6443"}}
-        data["cluster"].pop("monitoring", None)
-        data["classes"]["gh200"]["cluster"] = "flame"
-        data["classes"]["a100"] = {
-            "arch": "amd64", "nodeSelector": {data["cluster"]["gpuClassLabel"]: "NVIDIA-A100-SXM4-80GB"},
-            "image": "ghcr.io/urcf/pytorch:2.9.1-cuda12.9-amd64", "nodes": 2,
-            "perNode": {"gpus": 4, "cpu": 64, "memory": "512G"}, "cluster": "ember"}
-        data["groups"]["vision-lab"]["allocations"]["a100"] = {"gpus": 4, "cpu": 32, "memory": "256G"}
-    return edited(flame_data(), spread)
+    """The several-clusters example (examples/several-clusters/gpu_classes.yaml, docs/multi-cluster.md) as plain data,
+    a fresh copy on every call: FLAME's inventory spread over a manager `hub`, the GH200s on the worker `flame`, a
+    second class (A100, amd64) on the worker `ember` where only vision-lab holds GPUs. Without monitoring (not built
+    for several clusters)."""
+    return yaml.safe_load(SEVERAL_CLUSTERS.read_text(encoding="utf-8"))
 
 
 def own_components(data: dict) -> None:

@@ -1,6 +1,6 @@
 """Several clusters from one inventory (docs/multi-cluster.md), the synced trees so far: what the manager and each
-worker get. The platform is tests/support/inventories.platform_data(): manager hub, GH200s on flame, A100s on ember
-where only vision-lab holds GPUs. The objects are checked against the pinned CRDs by the strict API-server tier
+worker get. The platform is the example examples/several-clusters/gpu_classes.yaml (tests/support/inventories
+.platform_data()): manager hub, GH200s on flame, A100s on ember where only vision-lab holds GPUs. The objects are checked against the pinned CRDs by the strict API-server tier
 (tests/apiserver/test_apiserver.py)."""
 
 from __future__ import annotations
