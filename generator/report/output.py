@@ -25,7 +25,8 @@ _CHART_COLUMNS = 2000
 
 
 def _hours(value: float) -> str:
-    return f"{value:,.1f}"
+    # Two places: a minute of one GPU (0.02 h) must not read as nothing.
+    return f"{value:,.2f}"
 
 
 def _percent(usage: Usage) -> str:

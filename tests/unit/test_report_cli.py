@@ -105,8 +105,8 @@ def test_the_table(prometheus):
     assert lines[2].split() == ["group", "class", "GPU-h", "allocation", "GPU-h", "%", "of", "allocation", "CPU-h",
                                 "memory", "GiB-h"]
     by_group = {line.split()[0]: line.split() for line in lines[3:]}
-    assert by_group["vision-lab"][:5] == ["vision-lab", "gh200", "4.2", "12.0", "35.4"]  # 4.25 GPU-h within 30 s
-    assert by_group["nlp-lab"][:5] == ["nlp-lab", "gh200", "5.0", "12.0", "41.7"]
+    assert by_group["vision-lab"][:5] == ["vision-lab", "gh200", "4.25", "12.00", "35.4"]  # 4.25 GPU-h within 30 s
+    assert by_group["nlp-lab"][:5] == ["nlp-lab", "gh200", "5.00", "12.00", "41.7"]
 
 
 @pytest.mark.tools
