@@ -29,7 +29,7 @@ import yaml
 from generator.builders.argocd import IN_CLUSTER
 from generator.inventory import clusters as inventory_clusters
 from generator.inventory import load_inventory
-from generator.repo_server import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE
 from generator.tree import render_trees
 from simulation import argo_sync
 from simulation import upstream as vs
