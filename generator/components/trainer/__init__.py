@@ -4,7 +4,8 @@ JobSet from its runtime."""
 from __future__ import annotations
 
 from generator.components.facts import (CRD, NAMESPACED_BASICS, RBAC_CLUSTER_KINDS, SECRET, WEBHOOKS, Chart,
-                                        ComponentFacts, MetricsEndpoint)
+                                        ChartDependency, ComponentFacts, MetricsEndpoint, Process, Simulation, Tool)
+from generator.kinds import TRAINER
 
 FACTS = ComponentFacts(
     "trainer", "kubeflow-system",
@@ -13,7 +14,15 @@ FACTS = ComponentFacts(
           "github.com/kubeflow/trainer/v2", "TRAINER_VERSION",
           (CRD, *RBAC_CLUSTER_KINDS, *WEBHOOKS), (*NAMESPACED_BASICS, SECRET), ("kubeflow-trainer-webhook-cert",),
           MetricsEndpoint((("app.kubernetes.io/component", "manager"),
-                           ("app.kubernetes.io/instance", "kubeflow-trainer")), "monitoring-port", "https")),
+                           ("app.kubernetes.io/instance", "kubeflow-trainer")), "monitoring-port", "https"),
+          # Its bundled JobSet, disabled by the values (JobSet has its own Application), from JobSet's module.
+          dependencies=(ChartDependency("jobset", "sigs.k8s.io/jobset", "charts/jobset", "JOBSET_VERSION"),)),
     # The chart's name as release makes the controller kubeflow-trainer-controller-manager, as in upstream's
     # manifests. After JobSet: its controller watches JobSets.
-    release="kubeflow-trainer", wave="1", service_account="kubeflow-trainer-controller-manager")
+    release="kubeflow-trainer", wave="1", service_account="kubeflow-trainer-controller-manager",
+    api_groups=(TRAINER,),
+    crds=("manifests/base/crds/trainer.kubeflow.org_*.yaml",),
+    tools=(Tool("trainer", "github.com/kubeflow/trainer/v2", "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),),
+    # Several clusters: on the manager too, whose webhook judges the researcher's TrainJob and whose controller
+    # must leave a job MultiKueue manages alone.
+    simulation=Simulation((Process("controller-manager", "trainer"),), roles=("manager", "worker")))
