@@ -80,17 +80,16 @@ def _chart_values(chart_dir: pathlib.Path, overrides: dict) -> dict:
     return merge(base, overrides)
 
 
-# Dependency charts shipped by a Go module: name -> function giving (module, version, path in module).
-def _kyverno_api():
-    module = "github.com/kyverno/api"
-    return module, _required_version(f"github.com/kyverno/kyverno@{pins()['KYVERNO_VERSION']}", module), \
-        "charts/kyverno-api"
-
-
-DEPENDENCY_SOURCES = {
-    "jobset": lambda: ("sigs.k8s.io/jobset", pins()["JOBSET_VERSION"], "charts/jobset"),
-    "kyverno-api": _kyverno_api,
-}
+def dependency_source(component: str, name: str) -> tuple[str, str, str] | None:
+    """(module, version, path in module) of the chart dependency `name` of `component`'s chart, as its folder says
+    (generator/components/<name>/: chart.dependencies); None when no pinned module ships it."""
+    chart = COMPONENTS[component].chart
+    for dependency in chart.dependencies:
+        if dependency.name == name:
+            version = pins()[dependency.pin] if dependency.pin else _required_version(
+                f"{chart.module}@{pins()[chart.app_version_pin]}", dependency.module)
+            return dependency.module, version, dependency.path
+    return None
 
 
 def prepare_chart(component: str, values: dict, workdir: pathlib.Path) -> tuple[pathlib.Path, list[str]]:
@@ -111,9 +110,10 @@ def prepare_chart(component: str, values: dict, workdir: pathlib.Path) -> tuple[
             (target / "Chart.yaml").write_text(yaml.safe_dump(
                 {"apiVersion": "v2", "name": dep["name"], "version": str(dep["version"]).split()[0]}))
             continue
-        if dep["name"] not in DEPENDENCY_SOURCES:
+        source = dependency_source(component, dep["name"])
+        if source is None:
             raise LookupError(f"{component}: dependency {dep['name']} is enabled but no pinned module ships it")
-        module, version, path = DEPENDENCY_SOURCES[dep["name"]]()
+        module, version, path = source
         shutil.copytree(module_dir(module, version) / path, target)
     return chart_dir, disabled
 

@@ -2,7 +2,7 @@
 them: `chart_objects` is what Argo CD's repo server renders for a component Application (the real helm over the
 chart shipped in the component's pinned Go module, with the Application's values: simulation/charts.py), and
 `RUNS` names the Deployments of each chart that the simulated FLAME runs as a process (simulation/pods.py)
-and the pinned binary it runs.
+and the pinned binary it runs, as each component's folder says (generator/components/<name>/: simulation).
 """
 from __future__ import annotations
 
@@ -12,18 +12,14 @@ import os
 import pathlib
 
 HERE = pathlib.Path(__file__).resolve().parent
+from generator.builders.bootstrap import COMPONENT_LABEL  # noqa: E402
+from generator.components import COMPONENTS  # noqa: E402
 from simulation import upstream as vs  # noqa: E402
 
-COMPONENT_LABEL = "gpugen/component"
-
-# component -> the Deployments this simulation runs: (a name suffix, the tool of tools/tools.list that runs it)
-RUNS = {
-    "kyverno": (("admission-controller", "kyverno-controller"), ("cleanup-controller", "kyverno-cleanup-controller")),
-    "jobset": (("controller", "jobset"),),
-    "trainer": (("controller-manager", "trainer"),),
-    "kueue": (("controller-manager", "kueue"),),
-}
-COMPONENT_TOOLS = [tool for runs in RUNS.values() for _, tool in runs] + ["helm"]
+# component -> the Deployments of its chart this simulation runs as processes (facts.Process: a name suffix, the
+# tool that runs it, its host flags and environment)
+RUNS = {name: facts.simulation.processes for name, facts in COMPONENTS.items()}
+COMPONENT_TOOLS = [process.tool for processes in RUNS.values() for process in processes] + ["helm"]
 
 
 def chart_objects(application: dict) -> list[dict]:
@@ -34,7 +30,9 @@ def chart_objects(application: dict) -> list[dict]:
     from simulation import charts  # simulation/charts.py: helm template as Argo CD's repo server runs it
     source = {k: v for k, v in application["spec"]["source"].items() if k != "repoURL"}
     ident = json.dumps([source, application["spec"]["destination"], vs.versions(),
-                        (HERE / "charts.py").read_text()], sort_keys=True)
+                        (HERE / "charts.py").read_text(),
+                        repr(COMPONENTS[application["metadata"]["labels"][COMPONENT_LABEL]].chart.dependencies)],
+                       sort_keys=True)
     cached = vs.cache_dir() / "flame-charts" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.yaml"
     if cached.exists():
         return [d for d in vs.load_all(cached.read_text()) if d]

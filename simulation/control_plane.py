@@ -32,14 +32,17 @@ import threading
 import requests
 import yaml
 
+from generator.components import COMPONENTS
+from generator.kinds import ARGOCD, MONITORING
 from simulation.processes import Processes, wait_ready
 from simulation.waiting import PROBE, REQUEST, wait_for
 from simulation.upstream import (
     SCRATCH_NS, TOOLS, Kube, load_all, load_one, manifest_files, message, rel, tool_bin, unavailable)
 
-# The group versions the tree uses from the pinned CRDs: discovery must serve them before tests run.
-CRD_GROUP_VERSIONS = ("trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2", "policies.kyverno.io/v1",
-                      "jobset.x-k8s.io/v1alpha2", "argoproj.io/v1alpha1", "monitoring.coreos.com/v1")
+# The group versions the tree uses from the pinned CRDs: discovery must serve them before tests run. The
+# components' from their folders; Argo CD's and the Prometheus Operator's (the site's) besides.
+CRD_GROUP_VERSIONS = (*(group.api_version for facts in COMPONENTS.values() for group in facts.api_groups),
+                      ARGOCD.api_version, MONITORING.api_version)
 
 
 # ---------------------------------------------------------------- processes

@@ -23,6 +23,8 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 
 from simulation import upstream as vs  # noqa: E402
+from generator.components import COMPONENTS  # noqa: E402
+from generator.components import kyverno as kyverno_facts  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
 
 from simulation.cluster import (  # noqa: E402,F401
@@ -38,27 +40,17 @@ from simulation.ledger import WorkloadLedger  # noqa: E402
 from simulation.prometheus import SitePrometheus, start_prometheus  # noqa: E402
 from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
-# Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool): Kyverno's
-# post-upgrade migration, which Argo CD runs as a PostSync hook, is its CLI.
-HOOK_IMAGES = {"kyverno-cli": "kyverno"}
-# Tools (controllers) that bind all interfaces unless a flag names the host to listen on.
-HOST_FLAGS = {"kyverno-controller": ("--webhookServerHost", "--metricsHost"),
-              "kyverno-cleanup-controller": ("--cleanupServerHost", "--metricsHost")}
-# Kyverno's http library refuses loopback and private addresses unless told otherwise (--httpBlocklist, or this
-# variable); the tests' image registry listens on loopback, where a cluster's registries never are (cloud metadata
-# addresses stay refused). The policy tests give the kyverno CLI the same.
-KYVERNO_HTTP_BLOCKLIST = ("FLAG_HTTP_BLOCKLIST", "169.254.0.0/16,metadata.google.internal")
-# What the simulation adds to a component's environment.
-SIMULATION_ENV = {"kyverno-controller": (KYVERNO_HTTP_BLOCKLIST,)}
+# Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool), as each
+# component's folder says (generator/components/<name>/: simulation.hook_images).
+HOOK_IMAGES = {image: tool for facts in COMPONENTS.values() for image, tool in facts.simulation.hook_images}
+# Kyverno's http library refuses loopback and private addresses (generator/components/kyverno/): the policy tests
+# give the kyverno CLI what the simulation gives its admission controller.
+KYVERNO_HTTP_BLOCKLIST = kyverno_facts.HTTP_BLOCKLIST
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
 # The site's Prometheus, when the inventory renders monitoring (simulation/prometheus.py).
 MONITORING_TOOLS = ["prometheus"]
 # Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
-NOT_RUN = {
-    "kyverno-background-controller": "Kyverno's background controller (generate and mutate-existing policies; the "
-                                     "platform's policies are admission-time only)",
-    "kyverno-reports-controller": "Kyverno's reports controller (policy reports)",
-}
+NOT_RUN = {deployment: why for facts in COMPONENTS.values() for deployment, why in facts.simulation.not_run}
 # Seconds Argo CD usually takes from the bootstrap to every Application Synced and Healthy on a fast machine: the
 # wait follows the Applications' progress and ends at ceiling() of it (simulation/waiting.py).
 APPLICATIONS_USUAL = 90.0
@@ -255,12 +247,12 @@ def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Cont
     for app, objects in charts:
         name = app["metadata"]["labels"][COMPONENT_LABEL]
         deployments = [o["metadata"]["name"] for o in objects if o.get("kind") == "Deployment"]
-        for suffix, tool in RUNS[name]:
-            (deployment,) = [d for d in deployments if d.endswith(suffix)] or [None]
+        for process in RUNS[name]:
+            (deployment,) = [d for d in deployments if d.endswith(process.deployment)] or [None]
             if deployment is None:
-                raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
+                raise ComponentFailed(f"{name}: no Deployment named *{process.deployment} in its chart: {deployments}")
             out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
-                deployment, vs.tool_bin(tool), HOST_FLAGS.get(tool, ()), SIMULATION_ENV.get(tool, ()))
+                deployment, vs.tool_bin(process.tool), process.host_flags, process.env)
     return out
 
 

@@ -27,6 +27,7 @@ import time
 import yaml
 
 from generator.builders.argocd import IN_CLUSTER
+from generator.components import COMPONENTS
 from generator.inventory import clusters as inventory_clusters
 from generator.inventory import load_inventory
 from generator.layout import KUSTOMIZATION_FILE
@@ -43,11 +44,12 @@ from simulation.pods import PodRuntime
 from simulation.processes import ComponentFailed, Processes
 from simulation.waiting import REQUEST  # noqa: E402
 
-# role -> the components whose controllers run there.
-RUN_ON = {"manager": ("trainer", "kueue"), "worker": ("jobset", "trainer", "kueue")}
-# Components run on no cluster here: of their CRDs only those of the kinds a cluster's tree holds are applied (each
-# large CRD costs every API server CPU for its OpenAPI schema; Kyverno's chart brings 22).
-TREE_CRDS_ONLY = ("kyverno",)
+# role -> the components whose controllers run there (each component's folder says: simulation.roles).
+RUN_ON = {role: tuple(name for name, facts in COMPONENTS.items() if role in facts.simulation.roles)
+          for role in ("manager", "worker")}
+# Where they do not run, of their CRDs only those of the kinds a cluster's tree holds are applied (each large CRD
+# costs every API server CPU for its OpenAPI schema; Kyverno's chart brings 22).
+TREE_CRDS_ONLY = tuple(name for name, facts in COMPONENTS.items() if facts.simulation.tree_crds_only)
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
 # Each cluster's pods get addresses of their own: POD_NETWORK[IP_BLOCK * i + 10] onwards for the i-th cluster.
 IP_BLOCK = 1000

@@ -56,9 +56,12 @@ def module_dir(module, version):
 
 @functools.lru_cache(maxsize=1)
 def tool_pins() -> dict[str, str]:
-    """Tool -> the versions.env key it is built at: tools/tools.list, the one list of the tools."""
+    """Tool -> the versions.env key it is built at: tools/tools.list, the one list of the tools, and the components'
+    tools (@components there: each at its component's pin)."""
+    from generator.components import COMPONENTS
     pairs = (line.split() for line in (TOOLS / "tools.list").read_text().splitlines())
-    return {fields[0]: fields[1] for fields in pairs if fields and not fields[0].startswith("#")}
+    listed = {fields[0]: fields[1] for fields in pairs if len(fields) > 1 and not fields[0].startswith("#")}
+    return {**listed, **{tool.name: facts.chart.app_version_pin for facts in COMPONENTS.values() for tool in facts.tools}}
 
 
 def tool_bin(tool):

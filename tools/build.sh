@@ -150,11 +150,6 @@ build_tool() {
     kyverno-patched) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_patched_build kyverno-patched cmd/cli/kubectl-kyverno ;;
     kyverno-controller-patched) . "$REPO_ROOT/tools/kyverno.sh"
       kyverno_patched_build kyverno-controller-patched cmd/kyverno ;;
-    kueue) build kueue sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue \
-      "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" ;;
-    # JobSet's module root package is its controller's main.
-    jobset) build jobset sigs.k8s.io/jobset sigs.k8s.io/jobset "-s -w" ;;
-    trainer) build trainer github.com/kubeflow/trainer/v2 github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "-s -w" ;;
     helm) build helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm \
       "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
     kwok) build kwok sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" ;;
@@ -170,7 +165,12 @@ build_tool() {
       "github.com/prometheus/prometheus/cmd/$1" "-s -w -X github.com/prometheus/common/version.Version=$(
         prometheus_release) -X github.com/prometheus/common/version.Revision=$PROMETHEUS_VERSION" ;;
     crane) build crane github.com/google/go-containerregistry github.com/google/go-containerregistry/cmd/crane "-s -w" ;;
-    *) echo "ERROR: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
+    # A component's tool whose folder gives its module, package and ldflags (generator/components/<name>/).
+    *) local recipe module pkg ldflags
+       recipe="$(component_recipe "$1")"
+       [ -n "$recipe" ] || { echo "ERROR: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1; }
+       read -r module pkg ldflags <<<"$recipe"
+       build "$1" "$module" "$pkg" "$ldflags" ;;
   esac
 }
 

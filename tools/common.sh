@@ -18,17 +18,24 @@ mkdir -p "$BIN_DIR" "$LOG_DIR" "$WRAP_DIR"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
-# Every tool and the pin it is built at: tools/tools.list, the one list of them.
+# Every tool and the pin it is built at: tools/tools.list, the one list of them, with the components' tools where it
+# says @components (each component's folder declares its own: generator/components/<name>/).
 TOOLS_LIST="$REPO_ROOT/tools/tools.list"
-all_tools() { awk '!/^#/ && NF && $3 != "optional" { print $1 }' "$TOOLS_LIST"; }
+COMPONENT_TOOLS="$(cd "$REPO_ROOT" && python3 -m generator.components tools)" ||
+  { echo "ERROR: python3 -m generator.components tools failed" >&2; exit 1; }
+tools_lines() { awk -v c="$COMPONENT_TOOLS" '$1 == "@components" { print c; next } { print }' "$TOOLS_LIST"; }
+all_tools() { tools_lines | awk '!/^#/ && NF && $3 != "optional" { print $1 }'; }
 
 # Version pinned for a tool name.
 tool_version() {
   local key
-  key="$(awk -v t="$1" '!/^#/ && $1 == t { print $2 }' "$TOOLS_LIST")"
-  [ -n "$key" ] || { echo "ERROR: unknown tool $1 (not in tools/tools.list)" >&2; return 1; }
+  key="$(tools_lines | awk -v t="$1" '!/^#/ && $1 == t { print $2 }')"
+  [ -n "$key" ] || { echo "ERROR: unknown tool $1 (not in tools/tools.list nor a component's tools)" >&2; return 1; }
   echo "${!key}"
 }
+
+# How a component's tool is built when its folder says (module, package, ldflags); empty for the others.
+component_recipe() { awk -v t="$1" '$1 == t && NF > 3 { $1 = $2 = $3 = ""; sub(/^ +/, ""); print }' <<<"$COMPONENT_TOOLS"; }
 
 # The throw-away wrapper module that builds MODULE at VERSION (tools/build.sh).
 wrapper_dir() { echo "$WRAP_DIR/${1//\//_}-$2"; }

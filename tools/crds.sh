@@ -7,7 +7,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/common.sh"
 
-stamp="$(cat "$REPO_ROOT/generator/versions.env" "$here/crds.sh" | sha256sum | cut -c1-16)"
+# Each component's CRDs, as its folder names them (generator/components/<name>/): module, version, globs.
+component_crds="$(cd "$REPO_ROOT" && python3 -m generator.components crds)"
+stamp="$({ cat "$REPO_ROOT/generator/versions.env" "$here/crds.sh"; echo "$component_crds"; } | sha256sum | cut -c1-16)"
 out="$CACHE/crds-$stamp"
 if [ -d "$out" ]; then echo "$out"; exit 0; fi
 tmp="$(mktemp -d "$CACHE/crds.XXXXXX")"
@@ -29,10 +31,9 @@ copy_crds() {
   [ "$n" -gt 0 ] || { echo "ERROR: no CRDs matched $* in $module@$version" >&2; exit 1; }
 }
 
-copy_crds github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" 'manifests/base/crds/trainer.kubeflow.org_*.yaml'
-copy_crds sigs.k8s.io/kueue "$KUEUE_VERSION" 'config/components/crd/bases/kueue.x-k8s.io_*.yaml'
-copy_crds sigs.k8s.io/jobset "$JOBSET_VERSION" 'config/components/crd/bases/jobset.x-k8s.io_*.yaml'
-copy_crds github.com/kyverno/kyverno "$KYVERNO_VERSION" 'config/crds/policies.kyverno.io/policies.kyverno.io_*.yaml'
+while read -r -a crds; do
+  copy_crds "${crds[@]}"
+done <<<"$component_crds"
 # The Prometheus Operator's kinds the tree renders (cluster.monitoring), as upstream commits them. Its root module
 # at the newest version the module proxy serves; the kinds' schemas there are those of the types module's latest.
 copy_crds github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" \

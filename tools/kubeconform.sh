@@ -12,11 +12,12 @@ kc="$(tool_bin kubeconform)"
 
 # Regenerate schemas when a pin or the generator changes (stamp = their content).
 schemas="$CACHE/schemas"
-stamp="$(cat "$REPO_ROOT/generator/versions.env" "$here/schemas.py" "$here/crds.sh" | sha256sum | cut -c1-16)"
+# The CRDs' directory is named after what it holds (the components' CRDs included).
+crds="$("$here/crds.sh")"
+stamp="$({ cat "$REPO_ROOT/generator/versions.env" "$here/schemas.py" "$here/crds.sh"; echo "$crds"; } | sha256sum | cut -c1-16)"
 if [ "$(cat "$schemas/.stamp" 2>/dev/null)" != "$stamp" ]; then
   py="${PYTHON:-python3}"
   [ -x "$REPO_ROOT/.venv/bin/python" ] && [ -z "${PYTHON:-}" ] && py="$REPO_ROOT/.venv/bin/python"
-  crds="$("$here/crds.sh")"
   openapi="$("$here/module-dir.sh" k8s.io/kubernetes "$KUBERNETES_VERSION")/api/openapi-spec/v3"
   tmp="$(mktemp -d "$CACHE/schemas.XXXXXX")"
   "$py" "$here/schemas.py" "$crds" "$openapi" "$tmp" >&2

@@ -18,23 +18,23 @@ gpugen Application still converges through SkipDryRunOnMissingResource and its r
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from generator import emit, versions
-from generator.builders import argocd, kueue, rbac
+from generator.builders import argocd, rbac
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
+from generator.components.facts import Role
 from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory import clusters
 from generator.inventory.naming import (GPUGEN_PROJECT, KUBE_SYSTEM, ROOT_PROJECT, cluster_tree_application_name,
                                         component_application_name, project_name, research_namespaces,
                                         root_application_name)
 from generator.inventory.models import Component, Inventory
-from generator.kinds import RBAC, TRAINER, project_whitelist
+from generator.kinds import RBAC, project_whitelist
 
 COMPONENT_LABEL = "gpugen/component"
-Role = Literal["manager", "worker"]
 # The gpugen Application's wave: after every component (components.COMPONENTS gives theirs).
 GPUGEN_WAVE = "10"
 
@@ -46,72 +46,19 @@ def components(inventory: Inventory) -> dict[str, Component]:
 
 
 def chart_version(component: str) -> str:
-    return versions.pins()[COMPONENTS[component].chart.version_pin]
+    return COMPONENTS[component].chart_version()
 
 
 def app_version(component: str) -> str:
-    return versions.pins()[COMPONENTS[component].chart.app_version_pin]
+    return COMPONENTS[component].app_version()
 
 
-# ------------------------------------------------------------------ Helm values, one function per chart
-
-def kueue_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
-    return {
-        # The chart's default image is a staging build of the release branch, pulled Always: pin the release.
-        "controllerManager": {"manager": {"image": {
-            "repository": "registry.k8s.io/kueue/kueue", "tag": app_version("kueue"), "pullPolicy": "IfNotPresent"}}},
-        "managerConfig": {"controllerManagerConfigYaml": emit.to_yaml(
-            kueue.manager_configuration(inventory, multikueue_manager=role == "manager"))},
-        # On one cluster the chart's binding in kube-system, outside the Kueue Application's project, is rendered in
-        # the app-of-apps instead (rbac.kueue_visibility_auth_reader). With several clusters each cluster's Kueue
-        # Application brings the chart's own, and the Kueue project allows kube-system on every cluster: the
-        # app-of-apps syncs to the manager alone.
-        "enableVisibilityAuthReaderRoleBinding": role is not None,
-    }
-
-
-def trainer_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
-    return {
-        "image": {"tag": app_version("trainer")},
-        # JobSet has its own Application (same namespace and names as the chart's bundled copy).
-        "jobset": {"install": False},
-        # No upstream runtime may exist beside the generated torch-<class> ones: the seed promises there is no
-        # GPU-agnostic runtime. The chart's defaults are off already; they are spelled out so an upgrade that
-        # flips a default shows up in review.
-        "runtimes": {"defaultEnabled": False, **{name: {"enabled": False} for name in (
-            "torchDistributed", "deepspeedDistributed", "mlxDistributed", "jaxDistributed", "xgboostDistributed")}},
-        "dataCache": {"enabled": False},
-    }
-
-
-def jobset_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
-    # fullnameOverride as in Trainer's chart: the controller runs as <namespace>:jobset-controller, the identity
-    # the policies let through (inventory.naming.controller_identities).
-    return {"fullnameOverride": "jobset",
-            "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": app_version("jobset"),
-                      "pullPolicy": "IfNotPresent"}}
-
-
-def kyverno_values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
-    # The chart's images default to its appVersion, the pinned Kyverno; the platform's policies are the CEL kinds
-    # (policies.kyverno.io/v1), whose CRDs the chart installs.
-    admission: dict[str, Any] = {"replicas": 1}
-    image = inventory.cluster.components.kyverno.admissionControllerImage
-    if image:
-        # registry-host/repository:tag (checked by the inventory model): the chart composes the image from these.
-        name, _, tag = image.rpartition(":")
-        registry, _, repository = name.partition("/")
-        admission["container"] = {"image": {"registry": registry, "repository": repository, "tag": tag}}
-    # finished-trainjobs (a DeletingPolicy) is run by the cleanup controller, which may delete only what its role
-    # lists.
-    cleanup = {"rbac": {"clusterRole": {"extraResources": [{
-        "apiGroups": [TRAINER.name], "resources": ["trainjobs"], "verbs": ["delete", "get", "list", "watch"]}]}}}
-    return {"crds": {"install": True}, "admissionController": admission, "cleanupController": cleanup}
-
-
-# Each component's Helm values: a new component adds its function here. `role`: for one cluster of several, its
-# role there ("manager" or "worker"), with the cluster's own view of the inventory (clusters.worker_view).
-VALUES = {"kyverno": kyverno_values, "jobset": jobset_values, "trainer": trainer_values, "kueue": kueue_values}
+def helm_values(inventory: Inventory, name: str, role: Role | None = None) -> dict[str, Any]:
+    """The component's Helm values: values(inventory, role) of its folder's values.py (generator/components/<name>/).
+    `role`: for one cluster of several, its role there, with `inventory` the cluster's own view of it
+    (clusters.worker_view)."""
+    # Imported when first called: a values module imports builders, which import this module.
+    return importlib.import_module(f"generator.components.{name}.values").values(inventory, role)
 
 
 # ------------------------------------------------------------------ Argo CD objects
@@ -148,7 +95,7 @@ def component_application(inventory: Inventory, name: str, component: Component,
         "project": project_name(inventory, name),
         "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name,
                    "targetRevision": chart_version(name),
-                   "helm": {"releaseName": facts.release, "valuesObject": VALUES[name](inventory, role)}},
+                   "helm": {"releaseName": facts.release, "valuesObject": helm_values(inventory, name, role)}},
         "destination": {"server": server, "namespace": component.namespace},
         "syncPolicy": {
             "automated": {"prune": True, "selfHeal": True},
@@ -295,7 +242,7 @@ def _cluster_component_objects(inventory: Inventory) -> list[dict[str, Any]]:
             objects.append(chart_repository(inventory, name))
         namespaces = list(dict.fromkeys(component.namespace for *_, component in installs))
         project = _component_project(inventory, name, namespaces)
-        # Kueue's chart binds its visibility server in kube-system on each cluster (kueue_values).
+        # Kueue's chart binds its visibility server in kube-system on each cluster (components/kueue/values.py).
         project["spec"]["destinations"] = [
             {"server": server, "namespace": namespace} for _, server, _, _, component in installs
             for namespace in (component.namespace, *([KUBE_SYSTEM] if name == "kueue" else []))]

@@ -49,7 +49,8 @@ import yaml
 
 from generator.builders.common import metadata
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
-from generator.inventory.models import DOCKER_HUB_NAMES, Inventory
+from generator.components.kyverno.settings import DOCKER_HUB_NAMES
+from generator.inventory.models import Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
 from generator.inventory import duration
 from generator.inventory.contract import JOB_LIMITS

@@ -7,23 +7,16 @@ Rules that span several objects live in rules.py.
 
 from __future__ import annotations
 
-import re
+import importlib
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, create_model
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, create_model
 
 from generator.components import COMPONENTS
 from generator.inventory import duration, servers
+from generator.inventory.fields import Component, DnsLabel, ImageRef, Strict
 from generator.inventory.quantity import INT64_MAX, parse_quantity
-from generator.limits import DNS1123_LABEL, DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
-
-# [registry[:port]/]path[:tag][@digest] — the reference grammar of the distribution project, simplified.
-_IMAGE = re.compile(
-    r"^(?P<name>(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
-)
+from generator.limits import DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
 
 
 def _label_key(key: str) -> str:
@@ -52,18 +45,6 @@ def _not_a_float(value: object) -> object:
     if isinstance(value, float):
         raise ValueError(f"{value!r} was read as a YAML float: quote it (\"{value!r}\"), quantities are strings")
     return value
-
-
-def _image(ref: str) -> str:
-    match = _IMAGE.fullmatch(ref)  # fullmatch: `$` alone would accept a trailing newline
-    if not match:
-        raise ValueError(f"{ref!r} is not a well-formed image reference (registry/path:tag or @sha256:...)")
-    if match["digest"] is None:
-        if match["tag"] is None:
-            raise ValueError(f"image {ref!r} has no tag: pin a version tag or a digest")
-        if match["tag"] == "latest":
-            raise ValueError(f"image {ref!r} uses ':latest': pin a version tag or a digest")
-    return ref
 
 
 def _duration(text: str) -> str:
@@ -103,14 +84,12 @@ def _absolute_path(path: str) -> str:
     return path
 
 
-DnsLabel = Annotated[str, StringConstraints(pattern=DNS1123_LABEL, max_length=63)]
 DnsSubdomain = Annotated[str, StringConstraints(pattern=DNS1123_SUBDOMAIN, max_length=253)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 # int for `cpu: 72`; str for `memory: 480Gi` or `cpu: 500m`.
 Quantity = Annotated[str | int, Field(union_mode="left_to_right"), BeforeValidator(_not_a_float),
                      AfterValidator(_quantity)]
-ImageRef = Annotated[str, AfterValidator(_image)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 Identity = Annotated[str, StringConstraints(min_length=1), AfterValidator(_identity)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
@@ -122,10 +101,6 @@ Weight = Annotated[str | int, Field(union_mode="left_to_right"), BeforeValidator
 INT32_MAX = 2**31 - 1
 Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
 Positive = Annotated[int, Field(ge=1, le=INT64_MAX)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class VolumeClaim(Strict):
@@ -175,81 +150,20 @@ class Controllers(Strict):
     job: str = "system:serviceaccount:kube-system:job-controller"
 
 
-class Component(Strict):
-    """One upstream controller of the platform.
-
-    install: true renders an Argo CD Application installing its upstream Helm chart (bootstrap/).
-    install: false adopts a cluster that already runs it: set existing: true to declare that its CRDs and
-    webhooks are there, since the rendered tree needs them.
-    """
-
-    install: bool = True
-    existing: bool = False
-    namespace: DnsLabel
+def _settings_model(name: str) -> type[Component]:
+    """The model of cluster.components.<name>: its folder's settings.py `Settings` when it has settings of its own
+    (generator/components/<name>/), else Component."""
+    try:
+        return importlib.import_module(f"generator.components.{name}.settings").Settings
+    except ModuleNotFoundError as missing:
+        if missing.name != f"generator.components.{name}.settings":
+            raise
+        return Component
 
 
-def _chart_image(ref: str) -> str:
-    """registry/repository:tag, as Helm charts compose images: a registry host first, a tag, no digest."""
-    host = ref.split("/")[0]
-    if "@" in ref or "/" not in ref or not ("." in host or ":" in host or host == "localhost"):
-        raise ValueError(f"{ref!r}: write registry-host/repository:tag (the chart composes the image from these "
-                         "three parts; a digest cannot be expressed)")
-    return ref
+# The model of each component's settings.
+_COMPONENT_SETTINGS: dict[str, type[Component]] = {name: _settings_model(name) for name in COMPONENTS}
 
-
-class PublicRegistry(Strict):
-    """A registry whose public images trainjob-image-arch reads anonymously over its HTTP API."""
-
-    # The anonymous token service its 401 answer names (WWW-Authenticate: Bearer realm="R",service="S"):
-    # R?service=S. Unset: the registry serves public images without a token.
-    tokenService: Annotated[str, StringConstraints(pattern=r"^https?://[^\s?#/]+(/[^\s?#]*)?(\?[^\s#]*)?$")] | None = None
-    # The registry speaks plain HTTP: only for a registry on a trusted network.
-    plainHTTP: bool = False
-
-
-# What the image check reads anonymously unless the inventory says otherwise: the public registries GPU images
-# come from, each with the token service it names.
-DEFAULT_PUBLIC_REGISTRIES = {
-    "docker.io": PublicRegistry(tokenService="https://auth.docker.io/token?service=registry.docker.io"),
-    "ghcr.io": PublicRegistry(tokenService="https://ghcr.io/token?service=ghcr.io"),
-    "nvcr.io": PublicRegistry(tokenService="https://nvcr.io/proxy_auth"),
-    "quay.io": PublicRegistry(tokenService="https://quay.io/v2/auth?service=quay.io"),
-}
-
-# A registry as an image reference names it: host[:port]; a host alone stands for every port.
-RegistryHost = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$")]
-# Names of Docker Hub in image references; image tools talk to it as index.docker.io.
-DOCKER_HUB_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io")
-
-
-def _one_docker_hub(registries: dict[str, PublicRegistry]) -> dict[str, PublicRegistry]:
-    named = [host for host in registries if host in DOCKER_HUB_NAMES]
-    if len(named) > 1:
-        raise ValueError(f"{' and '.join(named)} are both Docker Hub: list it once")
-    return registries
-
-
-class KyvernoComponent(Component):
-    # The admission controller's image: unset, the chart's released image, which the policies are written for.
-    # An image built with the optional tools/patches/kyverno-sdk-index-platform.patch also reads arm64-only
-    # indexes from private registries (docs/policies.md, "Kyverno version and deployment").
-    admissionControllerImage: Annotated[ImageRef, AfterValidator(_chart_image)] | None = None
-    # Registries whose images trainjob-image-arch reads without credentials, over the registry's HTTP API:
-    # unset, DEFAULT_PUBLIC_REGISTRIES; {} reads every image with Kyverno's image library only.
-    publicRegistries: Annotated[dict[RegistryHost, PublicRegistry], AfterValidator(_one_docker_hub)] = Field(
-        default_factory=lambda: dict(DEFAULT_PUBLIC_REGISTRIES))
-
-
-class KueueComponent(Component):
-    # waitForPodsReady.timeout: an admitted job whose pods are not all ready by then gives its quota back.
-    podsReadyTimeout: Annotated[str, StringConstraints(pattern=r"^([0-9]+(\.[0-9]+)?(h|m|s))+$")] = "10m"
-    # Several clusters only (the manager's multiKueue.workerLostTimeout): how long a job dispatched to a worker the
-    # manager can no longer reach keeps its admission before it is evicted and requeued.
-    workerLostTimeout: Annotated[str, StringConstraints(pattern=r"^([0-9]+(\.[0-9]+)?(h|m|s))+$")] = "15m"
-
-
-# The model of each component's settings; a component without settings of its own uses Component.
-_COMPONENT_SETTINGS: dict[str, type[Component]] = {"kyverno": KyvernoComponent, "kueue": KueueComponent}
 
 class _ComponentsBase(Strict):
     def by_name(self) -> dict[str, Component]:

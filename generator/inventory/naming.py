@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 
 from generator.components import COMPONENTS
 from generator.inventory import clusters
@@ -119,23 +119,22 @@ def reserved_namespaces(inventory: Inventory) -> list[str]:
                   | ({monitoring.namespace} if monitoring else set()))
 
 
-@dataclass(frozen=True)
-class ControllerIdentities:
-    kueue: str
-    trainer: str
-    jobset: str
-    job: str
+# The username of each component's controller the policies recognise (its facts name a service account), and of
+# Kubernetes' Job controller: .kueue, .trainer, .jobset, .job.
+ControllerIdentities = make_dataclass(
+    "ControllerIdentities", [*(name for name, facts in COMPONENTS.items() if facts.service_account), "job"],
+    frozen=True)
 
 
 def controller_identities(inventory: Inventory) -> ControllerIdentities:
-    """The username each controller acts as: the inventory's override, else its chart's service account
-    (components.COMPONENTS)."""
+    """The username each controller acts as: the inventory's override (cluster.controllers), else its chart's
+    service account (generator/components/<name>/)."""
     controllers, components = inventory.cluster.controllers, inventory.cluster.components.by_name()
 
     def identity(name: str) -> str:
-        explicit = getattr(controllers, name)
+        explicit = getattr(controllers, name, None)
         if explicit:
             return explicit
         return f"system:serviceaccount:{components[name].namespace}:{COMPONENTS[name].service_account}"
-    return ControllerIdentities(kueue=identity("kueue"), trainer=identity("trainer"), jobset=identity("jobset"),
+    return ControllerIdentities(**{name: identity(name) for name in COMPONENTS if COMPONENTS[name].service_account},
                                 job=controllers.job)

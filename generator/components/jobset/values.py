@@ -1,0 +1,17 @@
+"""JobSet's Helm values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.components.facts import Role
+from generator.components.jobset import FACTS
+from generator.inventory.models import Inventory
+
+
+def values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
+    # fullnameOverride as in Trainer's chart: the controller runs as <namespace>:jobset-controller, the identity
+    # the policies let through (inventory.naming.controller_identities).
+    return {"fullnameOverride": "jobset",
+            "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": FACTS.app_version(),
+                      "pullPolicy": "IfNotPresent"}}

@@ -1,0 +1,23 @@
+"""Trainer's Helm values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.components.facts import Role
+from generator.components.trainer import FACTS
+from generator.inventory.models import Inventory
+
+
+def values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
+    return {
+        "image": {"tag": FACTS.app_version()},
+        # JobSet has its own Application (same namespace and names as the chart's bundled copy).
+        "jobset": {"install": False},
+        # No upstream runtime may exist beside the generated torch-<class> ones: the seed promises there is no
+        # GPU-agnostic runtime. The chart's defaults are off already; they are spelled out so an upgrade that
+        # flips a default shows up in review.
+        "runtimes": {"defaultEnabled": False, **{name: {"enabled": False} for name in (
+            "torchDistributed", "deepspeedDistributed", "mlxDistributed", "jaxDistributed", "xgboostDistributed")}},
+        "dataCache": {"enabled": False},
+    }

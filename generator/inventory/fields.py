@@ -1,0 +1,53 @@
+"""What every part of the inventory schema is built from, and the settings every component has: the strict
+model, DNS labels, image references, `Component`. Apart from models.py because each component folder's settings.py
+(generator/components/<name>/) extends `Component`, and models.py builds cluster.components from those."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
+
+from generator.limits import DNS1123_LABEL
+
+# [registry[:port]/]path[:tag][@digest] — the reference grammar of the distribution project, simplified.
+_IMAGE = re.compile(
+    r"^(?P<name>(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+
+
+def _image(ref: str) -> str:
+    match = _IMAGE.fullmatch(ref)  # fullmatch: `$` alone would accept a trailing newline
+    if not match:
+        raise ValueError(f"{ref!r} is not a well-formed image reference (registry/path:tag or @sha256:...)")
+    if match["digest"] is None:
+        if match["tag"] is None:
+            raise ValueError(f"image {ref!r} has no tag: pin a version tag or a digest")
+        if match["tag"] == "latest":
+            raise ValueError(f"image {ref!r} uses ':latest': pin a version tag or a digest")
+    return ref
+
+
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS1123_LABEL, max_length=63)]
+ImageRef = Annotated[str, AfterValidator(_image)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Component(Strict):
+    """One upstream controller of the platform.
+
+    install: true renders an Argo CD Application installing its upstream Helm chart (bootstrap/).
+    install: false adopts a cluster that already runs it: set existing: true to declare that its CRDs and
+    webhooks are there, since the rendered tree needs them.
+    """
+
+    install: bool = True
+    existing: bool = False
+    namespace: DnsLabel
