@@ -13,10 +13,10 @@ import yaml
 
 from generator.inventory.duration import seconds
 
-from tests.journeys.journeys_support import (GPU, USUAL, Timer, long_job, no_jobs_left, poll,  # noqa: F401
-                                             researcher, submit, trainer_client, wait_workload, workload_of)
+from tests.journeys.journeys_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,  # noqa: F401
+                                             groups, long_job, no_jobs_left, poll, researcher, submit,
+                                             trainer_client, wait_workload, workload_of)
 from tests.support.inventories import edited, setting, write
-from tests.journeys.test_journeys import CLASS, RUNTIME, cluster_queue_usage, groups
 from simulation.kube import ApiError, conditions
 from simulation.waiting import ceiling  # noqa: E402
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.journeys.journeys_support import poll, researcher  # noqa: E402,F401
+from tests.journeys.journeys_support import notebook_spawner, poll, researcher  # noqa: E402,F401
 from simulation.kube import ApiError  # noqa: E402
 from tests.support.inventories import edited, setting, write
 from tests.support.registry import HUB_REGISTRY, LOCALHOST_REGISTRY, REGISTRY, with_test_registry
@@ -113,8 +113,7 @@ def test_live_gpu_visibility_and_ownership(flame_cluster):
     flame.admin.delete("jobset.x-k8s.io/v1alpha2", "JobSet", "live-parent", ns)
 
     # A notebook spawner's CPU-only pod is admitted with NVIDIA_VISIBLE_DEVICES=void in every container.
-    from tests.journeys.test_journeys import _spawner
-    spawner = _spawner(flame, ns)
+    spawner = notebook_spawner(flame, ns)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "live-notebook", "namespace": ns},
            "spec": {"containers": [{"name": "notebook", "image": image}]}}
     created = spawner.create(pod)
