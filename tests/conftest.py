@@ -40,16 +40,16 @@ def gpugen_application(flame, flame_bootstrap):
     return app
 
 
-def _journeys_support():
-    from tests.journeys import journeys_support  # noqa: PLC0415 (imported only when FLAME tests run)
-    return journeys_support
+def _flame_support():
+    from tests.flame import flame_support  # noqa: PLC0415 (imported only when FLAME tests run)
+    return flame_support
 
 
 @pytest.fixture(scope="session")
 def flame_cluster(tmp_path_factory, request):
-    """The simulated FLAME, delivered by the real Argo CD: one cluster for the whole session, shared by
-    tests/journeys and tests/simulation/test_live_admission.py (tests/journeys/journeys_support.py)."""
-    yield from _journeys_support().flame_session(tmp_path_factory, request)
+    """The simulated FLAME, delivered by the real Argo CD: one cluster for the whole session, shared by every
+    module of tests/flame (tests/flame/flame_support.py)."""
+    yield from _flame_support().flame_session(tmp_path_factory, request)
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
@@ -60,12 +60,12 @@ def pytest_collection_modifyitems(session, config, items):
     if not on_flame or config.getoption("collectonly"):
         return
     items[:] = [item for item in items if item not in on_flame] + on_flame
-    _journeys_support().start_flame_early(config._tmp_path_factory)
+    _flame_support().start_flame_early(config._tmp_path_factory)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if "tests.journeys.journeys_support" in sys.modules:
-        sys.modules["tests.journeys.journeys_support"].stop_flame()
+    if "tests.flame.flame_support" in sys.modules:
+        sys.modules["tests.flame.flame_support"].stop_flame()
 
 
 

@@ -18,7 +18,7 @@ import time
 import pytest
 import yaml
 
-from tests.journeys.journeys_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,  # noqa: F401
+from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,  # noqa: F401
                               groups, no_jobs_left, notebook_spawner, pods_of_jobset, poll, researcher, submit,
                               sync_as_modelled, trainer_client, wait_pods, wait_trainjob_complete, wait_workload,
                               workload_of)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from generator.cli import main as gpugen
 from generator.inventory import duration
-from tests.journeys.journeys_support import poll
+from tests.flame.flame_support import poll
 from simulation.waiting import REQUEST, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.tools

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.journeys.journeys_support import notebook_spawner, poll, researcher  # noqa: E402,F401
+from tests.flame.flame_support import notebook_spawner, poll, researcher  # noqa: E402,F401
 from simulation.kube import ApiError  # noqa: E402
 from tests.support.inventories import edited, setting, write
 from tests.support.registry import HUB_REGISTRY, LOCALHOST_REGISTRY, REGISTRY, with_test_registry
