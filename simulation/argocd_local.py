@@ -125,7 +125,7 @@ def site_inventory(inventory_file: pathlib.Path, repo_url: str, chart_mirror: st
 
 def start_registry(work: pathlib.Path, procs: Processes, netns) -> str:
     """go-containerregistry's registry (tests/policies/registry); its address host:port."""
-    source = vs.REPO / "tests" / "policies" / "registry" / "main.go"
+    source = vs.REPO / "tests" / "oracles" / "registry" / "main.go"
     binary = vs.go_program(source, "gpugen.local/test-registry",
                            [f"github.com/google/go-containerregistry@{vs.versions()['GGCR_VERSION']}"],
                            _TmpFactory(work))

@@ -32,8 +32,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 TESTS = HERE.parent
 from simulation import upstream as vs  # noqa: E402
 from simulation.waiting import ceiling  # noqa: E402
+from tests.support import ORACLES
 
-SOURCE = HERE / "projectcheck" / "main.go"
+SOURCE = ORACLES / "projectcheck" / "main.go"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 V1ALPHA1 = f"{ARGOCD_MODULE}/pkg/apis/application/v1alpha1"
 COMPONENT_LABEL = "gpugen/component"

@@ -11,6 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "gpu_classes.yaml"
+# The small Go programs the tests build, one folder each (tests/README.md).
+ORACLES = REPO / "tests" / "oracles"
 
 
 def require_tool(path: str | Path | None, name: str, how: str = "run `make tools`") -> str:

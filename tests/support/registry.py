@@ -11,7 +11,7 @@ import pytest
 from generator.versions import pin
 from simulation.flame import KYVERNO_HTTP_BLOCKLIST
 from simulation.upstream import go_program
-from tests.support import REPO
+from tests.support import ORACLES
 from simulation.waiting import STOP_GRACE  # noqa: E402
 
 # Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<REPO_TAG>, e.g.
@@ -39,7 +39,7 @@ def with_test_registry(settings, hub: str = HUB_REGISTRY) -> dict:
     listed = {host: public.model_dump(exclude_defaults=True) for host, public in settings.publicRegistries.items()}
     return {**listed, **{host: {**entry, "tokenService": entry["tokenService"].replace(HUB_REGISTRY, hub)}
                          for host, entry in PUBLIC_REGISTRY.items()}}
-REGISTRY_SOURCE = REPO / "tests" / "policies" / "registry" / "main.go"
+REGISTRY_SOURCE = ORACLES / "registry" / "main.go"
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import sys
 from functools import cache
 
 import pytest
-from tests.support import REPO, of_kind
+from tests.support import ORACLES, REPO, of_kind
 from tests.support.inventories import edited, flame_data, inventory, setting
 from simulation import upstream as vs
 from simulation.upstream import go_program, unavailable
@@ -26,7 +26,7 @@ from generator.limits import object_problems
 from generator.versions import pin
 from simulation.waiting import ceiling  # noqa: E402
 
-PROMQLPARSE_SOURCE = REPO / "tests" / "monitoring" / "promqlparse" / "main.go"
+PROMQLPARSE_SOURCE = ORACLES / "promqlparse" / "main.go"
 # The Prometheus module whose parser the queries must satisfy: the pinned one.
 PROMETHEUS_MODULE_VERSION = pin("PROMETHEUS")
 # What Grafana puts in place of its variables before a query reaches Prometheus.

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support import REPO, require_tool
+from tests.support import ORACLES, REPO, require_tool
 from simulation.upstream import ModuleUnavailable, cache_dir, go, go_program, tidy_build_install
 from simulation.upstream import module_dir as vs_module_dir
 from tests.support.kubeflow_sdk import train_job_from_sdk
@@ -580,7 +580,7 @@ def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_ob
 
 # --- UPDATEs with a real oldObject, through Kyverno's CEL engine ----------------------------------------------
 
-ENGINE_SOURCE = HERE / "engine" / "main.go"
+ENGINE_SOURCE = ORACLES / "kyverno-engine" / "main.go"
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -821,7 +821,7 @@ def test_unquoted_quantities_are_no_cel_error(tmp_path, inventories):
 
 # --- every CEL expression parses with cel-go's parser ------------------------------------------------------
 
-CELPARSE_SOURCE = HERE / "celparse" / "main.go"
+CELPARSE_SOURCE = ORACLES / "celparse" / "main.go"
 
 
 def cel_go_version() -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support import INVENTORY, REPO
+from tests.support import INVENTORY, ORACLES, REPO
 from simulation.upstream import go_program, unavailable
 
 from generator.inventory import InventoryInvalid, load_inventory_text
@@ -25,7 +25,7 @@ from generator.inventory.quantity import MAX_QUANTITY, parse_quantity
 from generator.versions import pin
 from simulation.waiting import ceiling  # noqa: E402
 
-SOURCE = REPO / "tests" / "quantity" / "main.go"
+SOURCE = ORACLES / "quantity" / "main.go"
 
 SAME = "same"  # both accept with the same exact value, or both refuse
 GO_LENIENT = "go-lenient"  # ParseQuantity reads it as 0; outside its documented grammar and the CRD pattern
