@@ -14,7 +14,7 @@ Choices (see README.md in this directory):
   to system:masters, but roleRef/subject validation does).
 - Certificates and the service-account key are made with the `openssl` CLI, so the
   tests need no crypto package. `issue_certificate` signs further ones with the same CA.
-- Requests are raw HTTP through `requests` (simulation.upstream.Kube).
+- Requests are raw HTTP through `requests` (simulation.kube.Kube).
 
 Missing binaries: `start_control_plane` calls `unavailable()`, a failure when CI is set
 (run `make tools`) and a skip with the reason otherwise.
@@ -35,9 +35,14 @@ import requests
 import yaml
 
 from simulation.waiting import PROBE, REQUEST, STOP_GRACE, wait_for
-from simulation.upstream import (
-    SCRATCH_NS, TOOLS, Kube, load_all, load_one, manifest_files, message, rel, tool_bin, unavailable)
+from simulation.go_tools import tool_bin
+from simulation.kube import Kube, message
+from simulation.manifests import load_all, load_one, manifest_files, rel
+from simulation.pins import TOOLS
+from simulation.prerequisites import unavailable
 
+# Namespace for objects the tests make themselves (pod-template Jobs, broken corpus).
+SCRATCH_NS = "gpugen-validation"
 # The group versions the tree uses from the pinned CRDs: discovery must serve them before tests run.
 CRD_GROUP_VERSIONS = ("trainer.kubeflow.org/v1alpha1", "kueue.x-k8s.io/v1beta2", "policies.kyverno.io/v1",
                       "jobset.x-k8s.io/v1alpha2", "argoproj.io/v1alpha1", "monitoring.coreos.com/v1")

@@ -22,7 +22,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-from simulation import upstream as vs  # noqa: E402
+from simulation import go_tools, manifests, pins  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
 
 from simulation.cluster import CLUSTER_TOOLS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes  # noqa: E402,F401
@@ -142,7 +142,7 @@ def ensure_namespace(admin: Client, name: str):
 
 # ---------------------------------------------------------------- the rendered tree
 
-tree_objects = vs.tree_objects  # the files Argo CD reads from the synced tree
+tree_objects = manifests.tree_objects  # the files Argo CD reads from the synced tree
 
 
 def same_tree(a: pathlib.Path, b: pathlib.Path) -> list[str]:
@@ -243,7 +243,7 @@ def hook_images(charts: list[tuple[dict, list[dict]]]) -> dict[str, pathlib.Path
                 repository = image_repository(c["image"])
                 tool = HOOK_IMAGES.get(repository.rsplit("/", 1)[-1])
                 if tool:
-                    out[repository] = vs.tool_bin(tool)
+                    out[repository] = go_tools.tool_bin(tool)
     return out
 
 
@@ -259,7 +259,7 @@ def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Cont
             if deployment is None:
                 raise ComponentFailed(f"{name}: no Deployment named *{suffix} in its chart: {deployments}")
             out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
-                deployment, vs.tool_bin(tool), HOST_FLAGS.get(tool, ()), SIMULATION_ENV.get(tool, ()))
+                deployment, go_tools.tool_bin(tool), HOST_FLAGS.get(tool, ()), SIMULATION_ENV.get(tool, ()))
     return out
 
 
@@ -269,8 +269,9 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
     GPUGEN_INVENTORY) whose rendered tree is `tree` (default the committed rendered/, or GPUGEN_RENDERED_DIR):
     the cluster's repository must carry exactly that tree. Everything started is stopped again if anything
     fails."""
-    tree = tree or vs.rendered_dir()
-    inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
+    tree = tree or manifests.rendered_dir()
+    inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY")
+                                  or pins.REPO / "gpu_classes.yaml")
     inventory = load_inventory(inventory_file)
     require_tools(ALL_TOOLS + (MONITORING_TOOLS if inventory.cluster.monitoring else []))
     work = pathlib.Path(work)
@@ -349,5 +350,5 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
 
 
 def expected_applications(bootstrap: pathlib.Path) -> set[str]:
-    return {vs.load_one(f)["metadata"]["name"] for f in bootstrap.rglob("*.yaml")
-            if vs.load_one(f).get("kind") == "Application"}
+    return {manifests.load_one(f)["metadata"]["name"] for f in bootstrap.rglob("*.yaml")
+            if manifests.load_one(f).get("kind") == "Application"}

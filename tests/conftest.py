@@ -9,7 +9,7 @@ import pytest
 
 from generator.builders import bootstrap_objects, synced_objects
 from generator.inventory import load_inventory
-from simulation.upstream import Unavailable
+from simulation.prerequisites import Unavailable
 from tests.support import INVENTORY
 
 # Session fixtures that several tiers share.
@@ -71,7 +71,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A missing prerequisite (simulation.upstream.Unavailable, in a test or a fixture) skips the test with its
+    """A missing prerequisite (simulation.prerequisites.Unavailable, in a test or a fixture) skips the test with its
     reason; with CI set it stays a failure, so CI never passes without running a real-tool check."""
     outcome = yield
     report = outcome.get_result()

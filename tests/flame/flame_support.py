@@ -18,7 +18,7 @@ import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-from simulation import upstream as vs  # noqa: E402
+from simulation import manifests, prerequisites  # noqa: E402
 from simulation import flame as flame_mod  # noqa: E402
 from simulation.kube import Client, conditions, poll  # noqa: E402
 from simulation.processes import leftover_processes  # noqa: E402
@@ -106,7 +106,7 @@ def flame_session(tmp_path_factory, request):
         flame = starter.get()
     except flame_mod.ToolMissing as e:
         stop_flame()
-        vs.unavailable(str(e))
+        prerequisites.unavailable(str(e))
     except BaseException:
         stop_flame()
         raise
@@ -277,7 +277,8 @@ def modelled_tasks(flame, inventory_file: pathlib.Path) -> list[tuple]:
                                prune_last="PruneLast=true" in application["spec"]["syncPolicy"]["syncOptions"],
                                destination_namespace=application["spec"]["destination"].get("namespace", ""))
     # Kinds the Application manages now (what it may have to prune), as the controller's cluster cache knows them.
-    model.kinds |= {(o["apiVersion"], o["kind"]) for o in vs.tree_objects(flame.argocd.repo.checkout / "rendered")}
+    rendered = flame.argocd.repo.checkout / "rendered"
+    model.kinds |= {(o["apiVersion"], o["kind"]) for o in manifests.tree_objects(rendered)}
     return model.task_list(desired)
 
 

@@ -23,11 +23,11 @@ from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluste
                               sync_as_modelled, trainer_client, wait_pods, wait_trainjob_complete, wait_workload,
                               workload_of)
 from simulation.kube import ApiError, conditions
-from simulation import flame as flame_mod
+from simulation import flame as flame_mod, pins
 from simulation.argocd_local import application_settled, describe_application
 from simulation.waiting import ceiling  # noqa: E402
 
-REPO = flame_mod.vs.REPO
+REPO = pins.REPO
 INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
 
 # The label kube-apiserver's aggregator puts on the APIServices it registers itself (kube-aggregator's autoregister).

@@ -10,7 +10,7 @@ import pytest
 
 from generator.versions import pin
 from simulation.flame import KYVERNO_HTTP_BLOCKLIST
-from simulation.upstream import go_program
+from simulation.go_tools import go_program
 from tests.support import ORACLES
 from simulation.waiting import STOP_GRACE  # noqa: E402
 

@@ -16,8 +16,8 @@ from functools import cache
 import pytest
 from tests.support import ORACLES, REPO, of_kind
 from tests.support.inventories import edited, flame_data, inventory, setting
-from simulation import upstream as vs
-from simulation.upstream import go_program, unavailable
+from simulation.go_tools import ModuleUnavailable, go_program, module_dir
+from simulation.prerequisites import unavailable
 
 from generator.builders import grafana, kueue
 from generator.builders.prometheus import COMPONENT_LABEL
@@ -313,8 +313,8 @@ def kueue_metrics() -> dict[str, set[str]]:
     """Series name -> label names, of every metric the pinned Kueue's pkg/metrics registers (a histogram's
     _bucket, _sum and _count series included)."""
     try:
-        source_dir = vs.module_dir("sigs.k8s.io/kueue", pin("KUEUE"))
-    except vs.ModuleUnavailable as missing:
+        source_dir = module_dir("sigs.k8s.io/kueue", pin("KUEUE"))
+    except ModuleUnavailable as missing:
         unavailable(f"sigs.k8s.io/kueue@{pin('KUEUE')} is not in the Go module cache: {missing}")
     constants = dict(re.findall(r'^\s*(\w+)\s*=\s*"([^"]*)"',
                                 (source_dir / "pkg" / "constants" / "constants.go").read_text(), flags=re.M))

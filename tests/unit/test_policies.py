@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 import yaml
 from tests.support import ORACLES, REPO, require_tool
-from simulation.upstream import ModuleUnavailable, cache_dir, go, go_program, tidy_build_install
-from simulation.upstream import module_dir as vs_module_dir
+from simulation.go_tools import ModuleUnavailable, cache_dir, go, go_program, tidy_build_install
+from simulation import go_tools
 from tests.support.kubeflow_sdk import train_job_from_sdk
 
 from generator import emit
@@ -359,7 +359,7 @@ class Run:
 
 def module_dir(module: str, version: str) -> Path | None:
     try:
-        return vs_module_dir(module, version)
+        return go_tools.module_dir(module, version)
     except ModuleUnavailable:
         return None
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.support import INVENTORY, ORACLES, REPO
-from simulation.upstream import go_program, unavailable
+from simulation.go_tools import go_program
+from simulation.prerequisites import unavailable
 
 from generator.inventory import InventoryInvalid, load_inventory_text
 from generator.inventory.quantity import MAX_QUANTITY, parse_quantity
