@@ -5,7 +5,7 @@ What runs, all on 127.0.0.1 and all stopped with the simulation:
   holding the inventory rendered with this cluster's two site settings (`cluster.gitops.repoURL` pointing at that
   server and `cluster.chartMirror` at the registry below); the rendered/ tree it carries is byte-identical to the
   tree under test (checked), only bootstrap/ names other URLs;
-- a chart mirror: go-containerregistry's OCI registry (tests/policies/registry) holding each component's chart,
+- a chart mirror: go-containerregistry's OCI registry (tests/oracles/registry) holding each component's chart,
   packaged from the pinned Go module that ships it (simulation/charts.py) and pushed with the pinned helm;
 - Redis (Debian's redis-server), the cache Argo CD's controller and repo-server share;
 - Argo CD's repo-server and application controller (tools/argocd/main.go, built by tools/build.sh), out of
@@ -124,7 +124,7 @@ def site_inventory(inventory_file: pathlib.Path, repo_url: str, chart_mirror: st
 # ---------------------------------------------------------------- the chart mirror
 
 def start_registry(work: pathlib.Path, procs: Processes, netns) -> str:
-    """go-containerregistry's registry (tests/policies/registry); its address host:port."""
+    """go-containerregistry's registry (tests/oracles/registry); its address host:port."""
     source = pins.REPO / "tests" / "oracles" / "registry" / "main.go"
     binary = go_tools.go_program(source, "gpugen.local/test-registry",
                                  [f"github.com/google/go-containerregistry@{pins.versions()['GGCR_VERSION']}"],

@@ -2,7 +2,7 @@
 scheduler and controller manager, KWOK nodes, and Argo CD (simulation/argocd_local.py) bootstrapped as the
 README says, which installs Kyverno, JobSet, Trainer and Kueue from their charts and then syncs the rendered
 tree. The controllers the charts' Deployments describe run as real processes from the pods they make
-(simulation/pods.py). Plain functions, no pytest in here (tests/journeys and simulation/demo.py use it):
+(simulation/pods.py). Plain functions, no pytest in here (tests/flame and simulation/demo.py use it):
 
     flame = start_flame(work)          # raises ToolMissing / ComponentFailed; stops what it started on failure
     try: ... flame.admin, flame.researchers["vision-lab"], flame.argocd ...

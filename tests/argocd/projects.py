@@ -1,7 +1,7 @@
 """Every Application of bootstrap/ and every object its source makes Argo CD apply, judged against its AppProject by
-Argo CD's own code: tests/argocd/projectcheck (Go) calls the AppProject methods of the pinned
+Argo CD's own code: tests/oracles/projectcheck (Go) calls the AppProject methods of the pinned
 github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1 the way Argo CD v3.6's controller does (see the
-comment at the top of projectcheck/main.go). This module only gathers the input:
+comment at the top of its main.go). This module only gathers the input:
 
 - the AppProjects and Applications of bootstrap/root and bootstrap/platform;
 - per Application, the objects its source makes Argo CD apply: a Helm chart through components.chart_objects (the

@@ -282,8 +282,8 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
     the pinned kyverno CLI against the TrainJob exactly as the API server stored it, as the researcher.
     job-claims and job-limits are left out: they look up the namespace's PVCs and job-limits ConfigMap, which
     `kyverno apply` cannot without a cluster client; they are judged with cluster resources in
-    tests/unit/test_policies.py and by the live admission controller in tests/journeys and
-    tests/simulation/test_live_admission.py."""
+    tests/unit/test_policies.py and by the live admission controller in tests/flame (test_journeys.py and
+    test_live_admission.py)."""
     kyverno = tool_bin("kyverno")
     if not kyverno.is_file():
         unavailable(f"{kyverno} is missing: run `make tools`")

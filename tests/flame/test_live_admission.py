@@ -1,6 +1,6 @@
 """The guardrails of issue 14 as Kyverno's admission controller applies them in the simulated FLAME
 (simulation: the pinned kube-apiserver, the released kyverno-controller with the rendered policies, Kueue,
-JobSet, Trainer), with images from the test registry (tests/policies/registry). The same decisions as the CLI
+JobSet, Trainer), with images from the test registry (tests/oracles/registry). The same decisions as the CLI
 cases in tests/unit/test_policies.py, now from the API server's answer to a researcher's request."""
 
 from __future__ import annotations

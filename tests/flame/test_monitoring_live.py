@@ -1,5 +1,5 @@
 """Monitoring and accounting on the simulated FLAME, after the journeys (this module runs last on the cluster,
-tests/run.py): the site's real Prometheus (simulation/prometheus.py) scrapes the real controllers as the rendered
+tests/flame/conftest.py): the site's real Prometheus (simulation/prometheus.py) scrapes the real controllers as the rendered
 ServiceMonitors say, evaluates the rendered rules on their metrics, and the GPU-hours it and `gpugen report`
 give per group match what Kueue's Workloads held (simulation/ledger.py), to within one scrape interval per
 spell of reserved quota."""

@@ -1,5 +1,5 @@
 """The test image registry: go-containerregistry's registry on 127.0.0.1 with the test images pushed
-(tests/policies/registry), a session fixture shared by the policy tests and the live admission tests."""
+(tests/oracles/registry), a session fixture shared by the policy tests and the live admission tests."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ REGISTRY_SOURCE = ORACLES / "registry" / "main.go"
 
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
-    """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/policies/registry):
+    """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/oracles/registry):
     placeholder -> value for the test objects and inventories (REGISTRY, HUB_REGISTRY, LOCALHOST_REGISTRY,
     DIGEST_<REPO_TAG>)."""
     import threading

@@ -1,6 +1,6 @@
 """The Grafana dashboards (generator/builders/grafana.py) against the other side of each seam: the Grafana
 Foundation SDK's own dashboard model reads each one back unchanged, Prometheus' own PromQL parser (the pinned
-Prometheus module's promql/parser, tests/monitoring/promqlparse) parses every query, and every Kueue metric and
+Prometheus module's promql/parser, tests/oracles/promqlparse) parses every query, and every Kueue metric and
 label a query names is one the pinned Kueue's pkg/metrics registers.
 """
 
@@ -293,7 +293,7 @@ def interpolated(expr: str) -> str:
 
 @pytest.fixture(scope="module")
 def promql(tmp_path_factory):
-    """tests/monitoring/promqlparse built against the pinned Prometheus module (cached by source and version).
+    """tests/oracles/promqlparse built against the pinned Prometheus module (cached by source and version).
     A missing Go toolchain skips locally and fails in CI; a failed build always fails."""
     binary = go_program(PROMQLPARSE_SOURCE, "gpugen.local/promqlparse",
                         [f"github.com/prometheus/prometheus@{PROMETHEUS_MODULE_VERSION}"], tmp_path_factory)

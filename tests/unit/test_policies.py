@@ -11,11 +11,11 @@ does not apply is reported by the CLI as a pass ("Excluded"); such rows only cou
 
 Every suite gets the Trainer and JobSet CRDs from the Go module cache, the namespaces and their PVCs as cluster
 resources, so the CLI uses its live context provider: `resource.List` reads those PVCs and `image.GetMetadata`
-asks a real OCI registry (tests/policies/registry, go-containerregistry's, on 127.0.0.1) for the images the
+asks a real OCI registry (tests/oracles/registry, go-containerregistry's, on 127.0.0.1) for the images the
 TrainJobs name. Suites whose cases give registry credentials run in a second CLI run with a DOCKER_CONFIG.
 
 The CLI sends an UPDATE with the object as its own oldObject; the `updates:` cases, whose oldObject differs, are
-evaluated by tests/policies/engine (Kyverno's CEL engine packages, built against the pinned module).
+evaluated by tests/oracles/kyverno-engine (Kyverno's CEL engine packages, built against the pinned module).
 """
 
 from __future__ import annotations
@@ -598,7 +598,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory) -> Path:
-    """tests/policies/engine built against the pinned Kyverno (cached by version and source hash)."""
+    """tests/oracles/kyverno-engine built against the pinned Kyverno (cached by version and source hash)."""
     import hashlib
     import shutil
 
