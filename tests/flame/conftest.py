@@ -12,10 +12,12 @@ ORDER = ["test_journeys", "test_journeys_contract", "test_syncs", "test_live_adm
 
 
 def pytest_collection_modifyitems(items):
-    """This folder's tests in ORDER (a stable sort, in the places they were collected in; pytest collects a folder
-    by name). tests/conftest.py then moves every test on the FLAME to the end, keeping this order."""
-    here = [index for index, item in enumerate(items) if Path(item.path).parent == HERE]
-    ordered = sorted((items[index] for index in here),
-                     key=lambda item: ORDER.index(item.path.stem) if item.path.stem in ORDER else len(ORDER))
-    for index, item in zip(here, ordered):
-        items[index] = item
+    """This folder's tests in ORDER (a stable sort), together where the first of them was collected (pytest collects
+    a folder by name). tests/conftest.py then moves every test on the FLAME to the end, keeping this order."""
+    here = [item for item in items if Path(item.path).parent == HERE]
+    if not here:
+        return
+    rest = [item for item in items if Path(item.path).parent != HERE]
+    at = items.index(here[0])
+    here.sort(key=lambda item: ORDER.index(item.path.stem) if item.path.stem in ORDER else len(ORDER))
+    items[:] = rest[:at] + here + rest[at:]
