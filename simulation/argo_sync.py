@@ -2,7 +2,7 @@
 to a real API server. The real Argo CD runs in the simulated FLAME (argocd_local.py); this model stays for the
 tiers that have no Argo CD (the Kueue e2e tier, researchers' access), where a sync takes a second instead of a
 controller's reconciliation loop. Its task order is checked against the real controller's on the same changes
-(tests/journeys: `task_list` against `ArgoCD.sync_tasks`). What is modelled, with the source it follows:
+(tests/flame: `task_list` against `ArgoCD.sync_tasks`). What is modelled, with the source it follows:
 
 - Tasks (sync_context.go getSyncTasks): one apply task per desired object, one prune task per live object the
   Application tracks that is no longer desired. Tracking is Argo CD v3's default annotation

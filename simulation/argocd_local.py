@@ -5,7 +5,7 @@ What runs, all on 127.0.0.1 and all stopped with the simulation:
   holding the inventory rendered with this cluster's two site settings (`cluster.gitops.repoURL` pointing at that
   server and `cluster.chartMirror` at the registry below); the rendered/ tree it carries is byte-identical to the
   tree under test (checked), only bootstrap/ names other URLs;
-- a chart mirror: go-containerregistry's OCI registry (tests/policies/registry) holding each component's chart,
+- a chart mirror: go-containerregistry's OCI registry (tests/oracles/registry) holding each component's chart,
   packaged from the pinned Go module that ships it (simulation/charts.py) and pushed with the pinned helm;
 - Redis (Debian's redis-server), the cache Argo CD's controller and repo-server share;
 - Argo CD's repo-server and application controller (tools/argocd/main.go, built by tools/build.sh), out of
@@ -34,7 +34,7 @@ import time
 import yaml
 
 from generator.builders.argocd import IN_CLUSTER
-from simulation import upstream as vs
+from simulation import go_tools, manifests, pins
 from simulation.control_plane import free_port, go_runtime_env
 
 from simulation.cluster import service_account_kubeconfig
@@ -70,17 +70,17 @@ IN_CLUSTER_SECRET = {
                    "config": json.dumps({"disableCompression": True, "tlsClientConfig": {"insecure": False}})},
 }
 # The README's bootstrap patch for argocd-cm (health checks, watched APIServices).
-ARGOCD_CM_PATCH = vs.REPO / "docs" / "argocd-cm.yaml"
+ARGOCD_CM_PATCH = pins.REPO / "docs" / "argocd-cm.yaml"
 
 
 def argocd_module() -> pathlib.Path:
-    return vs.module_dir(ARGOCD_MODULE, vs.versions()["ARGOCD_VERSION"])
+    return go_tools.module_dir(ARGOCD_MODULE, pins.versions()["ARGOCD_VERSION"])
 
 
 def install_objects() -> list[dict]:
     """Argo CD's install manifest from the pinned module, the kinds this simulation applies, in namespace argocd."""
     out = []
-    for doc in vs.load_all((argocd_module() / "manifests" / "install.yaml").read_text()):
+    for doc in manifests.load_all((argocd_module() / "manifests" / "install.yaml").read_text()):
         if doc["kind"] in INSTALL_KINDS:
             out.append(doc)
     return out
@@ -124,11 +124,11 @@ def site_inventory(inventory_file: pathlib.Path, repo_url: str, chart_mirror: st
 # ---------------------------------------------------------------- the chart mirror
 
 def start_registry(work: pathlib.Path, procs: Processes, netns) -> str:
-    """go-containerregistry's registry (tests/policies/registry); its address host:port."""
-    source = vs.REPO / "tests" / "policies" / "registry" / "main.go"
-    binary = vs.go_program(source, "gpugen.local/test-registry",
-                           [f"github.com/google/go-containerregistry@{vs.versions()['GGCR_VERSION']}"],
-                           _TmpFactory(work))
+    """go-containerregistry's registry (tests/oracles/registry); its address host:port."""
+    source = pins.REPO / "tests" / "oracles" / "registry" / "main.go"
+    binary = go_tools.go_program(source, "gpugen.local/test-registry",
+                                 [f"github.com/google/go-containerregistry@{pins.versions()['GGCR_VERSION']}"],
+                                 _TmpFactory(work))
     log = work / "logs" / "chart-registry.log"
     popen = procs.start("chart registry", [binary], log, netns=netns, stdout_pipe=True).popen
     deadline = time.monotonic() + ceiling(12)
@@ -184,7 +184,7 @@ class GitRepo:
         site.write_text(site_inventory(inventory_file, self.url, self.chart_mirror))
         _run([sys.executable, "-m", "generator", "render", "--inventory", site,
               "--out", self.checkout / "rendered", "--bootstrap-out", self.checkout / "bootstrap",
-              "--docs-out", self.checkout / "docs" / "runtimes.md"], cwd=vs.REPO, what="gpugen render")
+              "--docs-out", self.checkout / "docs" / "runtimes.md"], cwd=pins.REPO, what="gpugen render")
         if edit:
             edit(self.checkout)
         self.git("add", "-A")
@@ -382,7 +382,7 @@ def _tool_path(work: pathlib.Path) -> str:
     bin_dir.mkdir(parents=True, exist_ok=True)
     helm = bin_dir / "helm"
     if not helm.exists():
-        helm.symlink_to(vs.tool_bin("helm"))
+        helm.symlink_to(go_tools.tool_bin("helm"))
     wrapper = bin_dir / "git-verify-wrapper.sh"
     shutil.copy(argocd_module() / "hack" / "git-verify-wrapper.sh", wrapper)
     wrapper.chmod(0o755)
@@ -406,7 +406,7 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
         "timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s"}}, ARGOCD_NAMESPACE)
     admin.apply(IN_CLUSTER_SECRET)
-    binary = vs.tool_bin("argocd")
+    binary = go_tools.tool_bin("argocd")
     data = work / "argocd"
     for d in ("gpg", "tls", "ssh", "tmp"):
         (data / d).mkdir(parents=True, exist_ok=True)

@@ -29,15 +29,15 @@ from generator.components import COMPONENTS
 from generator.versions import pins
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-from simulation import upstream as vs  # noqa: E402
+from simulation import go_tools, manifests  # noqa: E402
 
 
 def tool(name: str) -> pathlib.Path:
     """The cached binary tools/build.sh builds for `name` at its pin (<NAME>_VERSION)."""
-    return vs.tool_bin(name)
+    return go_tools.tool_bin(name)
 
 
-module_dir = vs.module_dir
+module_dir = go_tools.module_dir
 
 
 def _required_version(module: str, dependency: str) -> str:
@@ -147,5 +147,5 @@ def template_with_details(application: dict, workdir: pathlib.Path | None = None
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"helm template {component} failed:\n{proc.stderr}")
-    objects = [o for o in vs.load_all(proc.stdout) if o]
+    objects = [o for o in manifests.load_all(proc.stdout) if o]
     return objects, disabled

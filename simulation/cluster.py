@@ -25,7 +25,8 @@ import yaml
 
 # Health probes of local processes that serve self-signed certificates (like a kubelet's probes).
 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-from simulation import upstream as vs  # noqa: E402
+from simulation import go_tools, pins, prerequisites  # noqa: E402
+from simulation.kube import message  # noqa: E402
 from simulation.control_plane import (  # noqa: E402
     ControlPlane, free_port, issue_certificate, start_control_plane, write_kubeconfig)
 
@@ -42,20 +43,20 @@ CPU_NODE = "cpu-0"
 CLUSTER_TOOLS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
 
 
-class ToolMissing(vs.Unavailable):
+class ToolMissing(prerequisites.Unavailable):
     """A Go-built tool is not in the cache: tests skip (fail in CI), the demo says which to build."""
 
 
 def require_tools(tools):
-    absent = [t for t in tools if not os.access(vs.tool_bin(t), os.X_OK)]
-    missing = [f"{t} ({vs.tool_bin(t)})" for t in absent]
+    absent = [t for t in tools if not os.access(go_tools.tool_bin(t), os.X_OK)]
+    missing = [f"{t} ({go_tools.tool_bin(t)})" for t in absent]
     if missing:
         names = " ".join(absent)
         raise ToolMissing(f"missing: {', '.join(missing)}; build with `bash tools/build.sh {names}`")
 
 
 def module_dir(module: str, version_key: str) -> pathlib.Path:
-    return vs.module_dir(module, vs.versions()[version_key])
+    return go_tools.module_dir(module, pins.versions()[version_key])
 
 
 def identity_kubeconfig(plane: ControlPlane, out: pathlib.Path, name: str, user: str, groups=(),
@@ -83,7 +84,7 @@ def service_account_kubeconfig(plane: ControlPlane, path: pathlib.Path, namespac
     r = kube.http.post(url, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                   "spec": {"expirationSeconds": 2 * 24 * 3600}}, timeout=REQUEST)
     if r.status_code != 201:
-        raise RuntimeError(f"token for {namespace}/{name}: {r.status_code} {vs.message(r)}")
+        raise RuntimeError(f"token for {namespace}/{name}: {r.status_code} {message(r)}")
     token = r.json()["status"]["token"]
     cfg = {"apiVersion": "v1", "kind": "Config", "current-context": name,
            "clusters": [{"name": "flame", "cluster": {"server": kube.server,
@@ -122,7 +123,7 @@ def _start_kube_component(name: str, user: str, plane: ControlPlane, procs: Proc
     if netns:
         netns.forward(port)  # its health endpoint, checked from here
     p = procs.start(name, [
-        vs.tool_bin(name),
+        go_tools.tool_bin(name),
         "--kubeconfig", ident, "--authentication-kubeconfig", ident, "--authorization-kubeconfig", ident,
         "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", work / f"{name}-certs",
         "--leader-elect=false", *extra,
@@ -190,7 +191,7 @@ def start_kwok(plane: ControlPlane, procs: Processes, work: pathlib.Path, apply,
     if netns:
         netns.forward(port)  # its health endpoint, checked from here
     p = procs.start("kwok", [
-        vs.tool_bin("kwok"), "--kubeconfig", ident, "--config", config,
+        go_tools.tool_bin("kwok"), "--kubeconfig", ident, "--config", config,
         "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
         "--node-lease-duration-seconds", "40", "--server-address", f"127.0.0.1:{port}",
         "--node-ip", "127.0.0.1", "--cidr", "10.244.0.0/16",

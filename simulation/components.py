@@ -14,7 +14,7 @@ import pathlib
 HERE = pathlib.Path(__file__).resolve().parent
 from generator.builders.bootstrap import COMPONENT_LABEL  # noqa: E402
 from generator.components import COMPONENTS  # noqa: E402
-from simulation import upstream as vs  # noqa: E402
+from simulation import go_tools, manifests, pins  # noqa: E402
 
 # component -> the Deployments of its chart this simulation runs as processes (facts.Process: a name suffix, the
 # tool that runs it, its host flags and environment)
@@ -29,17 +29,17 @@ def chart_objects(application: dict) -> list[dict]:
     (source.repoURL: upstream or a mirror) does not change what it renders."""
     from simulation import charts  # simulation/charts.py: helm template as Argo CD's repo server runs it
     source = {k: v for k, v in application["spec"]["source"].items() if k != "repoURL"}
-    ident = json.dumps([source, application["spec"]["destination"], vs.versions(),
+    ident = json.dumps([source, application["spec"]["destination"], pins.versions(),
                         (HERE / "charts.py").read_text(),
                         repr(COMPONENTS[application["metadata"]["labels"][COMPONENT_LABEL]].chart.dependencies)],
                        sort_keys=True)
-    cached = vs.cache_dir() / "flame-charts" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.yaml"
+    cached = go_tools.cache_dir() / "flame-charts" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.yaml"
     if cached.exists():
-        return [d for d in vs.load_all(cached.read_text()) if d]
+        return [d for d in manifests.load_all(cached.read_text()) if d]
     objects = charts.helm_template(application)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(vs.dump_all(objects))
+    tmp.write_text(manifests.dump_all(objects))
     tmp.replace(cached)
     return objects
 
@@ -48,7 +48,7 @@ def component_applications(bootstrap: pathlib.Path) -> list[dict]:
     """The component Applications of a rendered bootstrap/ tree, in sync-wave order."""
     apps = []
     for f in sorted(bootstrap.rglob("*.yaml")):
-        obj = vs.load_one(f)
+        obj = manifests.load_one(f)
         if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
             apps.append(obj)
     return sorted(apps, key=lambda a: int(a["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", "0")))

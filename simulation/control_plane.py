@@ -14,7 +14,7 @@ Choices (see README.md in this directory):
   to system:masters, but roleRef/subject validation does).
 - Certificates and the service-account key are made with the `openssl` CLI, so the
   tests need no crypto package. `issue_certificate` signs further ones with the same CA.
-- Requests are raw HTTP through `requests` (simulation.upstream.Kube).
+- Requests are raw HTTP through `requests` (simulation.kube.Kube).
 
 Missing binaries: `start_control_plane` calls `unavailable()`, a failure when CI is set
 (run `make tools`) and a skip with the reason otherwise.
@@ -34,11 +34,16 @@ import yaml
 
 from generator.components import COMPONENTS
 from generator.kinds import ARGOCD, MONITORING
+from simulation.go_tools import tool_bin
+from simulation.kube import Kube, message
+from simulation.manifests import load_all, load_one, manifest_files, rel
+from simulation.pins import TOOLS
+from simulation.prerequisites import unavailable
 from simulation.processes import Processes, wait_ready
 from simulation.waiting import PROBE, REQUEST, wait_for
-from simulation.upstream import (
-    SCRATCH_NS, TOOLS, Kube, load_all, load_one, manifest_files, message, rel, tool_bin, unavailable)
 
+# Namespace for objects the tests make themselves (pod-template Jobs, broken corpus).
+SCRATCH_NS = "gpugen-validation"
 # The group versions the tree uses from the pinned CRDs: discovery must serve them before tests run. The
 # components' from their folders; Argo CD's and the Prometheus Operator's (the site's) besides.
 CRD_GROUP_VERSIONS = (*(group.api_version for facts in COMPONENTS.values() for group in facts.api_groups),

@@ -2,7 +2,7 @@
 scheduler and controller manager, KWOK nodes, and Argo CD (simulation/argocd_local.py) bootstrapped as the
 README says, which installs Kyverno, JobSet, Trainer and Kueue from their charts and then syncs the rendered
 tree. The controllers the charts' Deployments describe run as real processes from the pods they make
-(simulation/pods.py). Plain functions, no pytest in here (tests/journeys and simulation/demo.py use it):
+(simulation/pods.py). Plain functions, no pytest in here (tests/flame and simulation/demo.py use it):
 
     flame = start_flame(work)          # raises ToolMissing / ComponentFailed; stops what it started on failure
     try: ... flame.admin, flame.researchers["vision-lab"], flame.argocd ...
@@ -22,7 +22,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-from simulation import upstream as vs  # noqa: E402
+from simulation import go_tools, manifests, pins  # noqa: E402
 from generator.components import COMPONENTS  # noqa: E402
 from generator.components import kyverno as kyverno_facts  # noqa: E402
 from generator.inventory import load_inventory  # noqa: E402
@@ -135,7 +135,7 @@ def ensure_namespace(admin: Client, name: str):
 
 # ---------------------------------------------------------------- the rendered tree
 
-tree_objects = vs.tree_objects  # the files Argo CD reads from the synced tree
+tree_objects = manifests.tree_objects  # the files Argo CD reads from the synced tree
 
 
 def same_tree(a: pathlib.Path, b: pathlib.Path) -> list[str]:
@@ -236,7 +236,7 @@ def hook_images(charts: list[tuple[dict, list[dict]]]) -> dict[str, pathlib.Path
                 repository = image_repository(c["image"])
                 tool = HOOK_IMAGES.get(repository.rsplit("/", 1)[-1])
                 if tool:
-                    out[repository] = vs.tool_bin(tool)
+                    out[repository] = go_tools.tool_bin(tool)
     return out
 
 
@@ -252,7 +252,7 @@ def platform_containers(charts: list[tuple[dict, list[dict]]]) -> dict[str, Cont
             if deployment is None:
                 raise ComponentFailed(f"{name}: no Deployment named *{process.deployment} in its chart: {deployments}")
             out[f"{app['spec']['destination']['namespace']}/{deployment}"] = Container(
-                deployment, vs.tool_bin(process.tool), process.host_flags, process.env)
+                deployment, go_tools.tool_bin(process.tool), process.host_flags, process.env)
     return out
 
 
@@ -263,8 +263,9 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
     the cluster's repository must carry exactly that tree. A Job's pod runs `job_seconds` before KWOK completes it,
     unless its pod-complete delay annotation says otherwise. Everything started is stopped again if anything
     fails."""
-    tree = tree or vs.rendered_dir()
-    inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY") or vs.REPO / "gpu_classes.yaml")
+    tree = tree or manifests.rendered_dir()
+    inventory_file = pathlib.Path(inventory_file or os.environ.get("GPUGEN_INVENTORY")
+                                  or pins.REPO / "gpu_classes.yaml")
     inventory = load_inventory(inventory_file)
     require_tools(ALL_TOOLS + (MONITORING_TOOLS if inventory.cluster.monitoring else []))
     work = pathlib.Path(work)
@@ -344,5 +345,5 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
 
 
 def expected_applications(bootstrap: pathlib.Path) -> set[str]:
-    return {vs.load_one(f)["metadata"]["name"] for f in bootstrap.rglob("*.yaml")
-            if vs.load_one(f).get("kind") == "Application"}
+    return {manifests.load_one(f)["metadata"]["name"] for f in bootstrap.rglob("*.yaml")
+            if manifests.load_one(f).get("kind") == "Application"}

@@ -1,7 +1,9 @@
-"""A small Kubernetes REST client for the simulated FLAME (any identity: admin, service account, researcher).
+"""The Kubernetes REST client of the simulation and the tests, for any identity (admin, service account, researcher).
 
-Built on tests/apiserver's Kube (discovery, URLs); adds server-side apply for real, create, get, list, delete
-and status reads, raising ApiError with the server's message instead of returning raw responses.
+`Kube` is the connection: a session with the identity's certificate, discovery, URLs, and requests returning the
+raw response (the API-server and e2e tiers read them); requests the API server answered as busy are repeated when
+that is safe. `Client` is built on it for the simulation: server-side apply for real, create, get, list, delete and
+status reads, raising ApiError with the server's message.
 """
 from __future__ import annotations
 
@@ -10,30 +12,119 @@ import pathlib
 import time
 
 import requests
+import requests.adapters
+import urllib3
 import yaml
 
-
-from simulation import upstream as vs  # noqa: E402
 from simulation.waiting import REQUEST, ceiling, wait_for  # noqa: E402
 
+# The field managers the API server records: Client's (the simulation), Kube's own (the API-server and e2e tiers).
 FIELD_MANAGER = "gpugen-flame"
+KUBE_FIELD_MANAGER = "gpugen-validation"
 
+
+# ---------------------------------------------------------------- the connection
+
+# An API server that is busy answers 429 (too many requests, or a new CRD's storage still initialising), 503 or
+# 504 (a request that did not complete within its --request-timeout): not a verdict. Requests that can be repeated
+# safely (reads, server-side apply, deletes; not a create, which may have happened) are repeated, as client-go
+# does on 429, with backoff (0.5 s doubling, capped), so a slow machine only takes longer.
+OVERLOAD_RETRY = urllib3.util.Retry(
+    total=12, connect=0, read=0, redirect=0, other=0, status_forcelist=(429, 503, 504),
+    allowed_methods=frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"}), backoff_factor=0.5,
+    backoff_max=30, respect_retry_after_header=True, raise_on_status=False)
+
+
+class Kube:
+    """Just enough of a Kubernetes client: discovery, URLs, server-side apply, create, get (raw responses)."""
+
+    def __init__(self, server, ca, cert, key):
+        self.server = server
+        self.http = requests.Session()
+        # Ignore REQUESTS_CA_BUNDLE/proxy variables: they would override our CA (a requests
+        # quirk) or send loopback traffic to a proxy.
+        self.http.trust_env = False
+        self.http.verify = str(ca)
+        self.http.cert = (str(cert), str(key))
+        self.http.mount("https://", requests.adapters.HTTPAdapter(max_retries=OVERLOAD_RETRY))
+        self._discovery = {}
+
+    def resources(self, api_version, refresh=False):
+        """{kind: (plural, namespaced)} served in api_version ({} when it is not served), from discovery.
+
+        Cached per group version once served; refresh=True reads discovery again (a CRD may have appeared)."""
+        if refresh:
+            self._discovery.pop(api_version, None)
+        if api_version not in self._discovery:
+            path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            r = self.http.get(self.server + path, timeout=REQUEST)
+            if r.status_code == 404:
+                return {}
+            r.raise_for_status()
+            self._discovery[api_version] = {
+                res["kind"]: (res["name"], res["namespaced"])
+                for res in r.json()["resources"] if "/" not in res["name"]}
+        return self._discovery[api_version]
+
+    def resource_url(self, api_version, kind, namespace=None, name=None):
+        """URL of one object (name given) or of a collection; a namespaced kind without a namespace means
+        all namespaces. Discovery is read again once if the cached answer lacks `kind`."""
+        res = self.resources(api_version)
+        if kind not in res:
+            res = self.resources(api_version, refresh=True)
+        assert kind in res, f"the API server does not serve {kind} in {api_version}"
+        plural, namespaced = res[kind]
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        ns = f"/namespaces/{namespace}" if namespaced and namespace else ""
+        return f"{self.server}{prefix}{ns}/{plural}" + (f"/{name}" if name else "")
+
+    def url(self, obj, named=True):
+        """URL of `obj` (named) or of its collection; a namespaced object without a namespace is in `default`."""
+        meta = obj.get("metadata", {})
+        return self.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace", "default"),
+                                 meta["name"] if named else None)
+
+    def apply(self, obj, dry_run=True):
+        params = {"fieldManager": KUBE_FIELD_MANAGER, "fieldValidation": "Strict", "force": "true"}
+        if dry_run:
+            params["dryRun"] = "All"
+        return self.http.patch(self.url(obj), params=params, data=json.dumps(obj),
+                               headers={"Content-Type": "application/apply-patch+yaml"}, timeout=REQUEST)
+
+    def create(self, obj, dry_run=True):
+        params = {"fieldManager": KUBE_FIELD_MANAGER, "fieldValidation": "Strict"}
+        if dry_run:
+            params["dryRun"] = "All"
+        return self.http.post(self.url(obj, named=False), params=params, json=obj, timeout=REQUEST)
+
+    def get(self, obj):
+        return self.http.get(self.url(obj), timeout=REQUEST)
+
+
+def message(resp):
+    try:
+        return resp.json().get("message", resp.text)
+    except ValueError:
+        return resp.text
+
+
+# ---------------------------------------------------------------- the simulation's client
 
 class ApiError(RuntimeError):
     def __init__(self, what: str, response: requests.Response):
         self.status = response.status_code
-        self.message = vs.message(response)
+        self.message = message(response)
         super().__init__(f"{what}: {self.status} {self.message}")
 
 
 class Client:
-    def __init__(self, kube: vs.Kube, headers: dict | None = None):
+    def __init__(self, kube: Kube, headers: dict | None = None):
         self.kube = kube
         self.http = kube.http
         self.headers = headers or {}
 
     @classmethod
-    def from_kube(cls, kube: vs.Kube) -> "Client":
+    def from_kube(cls, kube: Kube) -> "Client":
         return cls(kube)
 
     @classmethod
@@ -42,11 +133,11 @@ class Client:
         cluster = cfg["clusters"][0]["cluster"]
         user = cfg["users"][0]["user"]
         if "token" in user:  # a service account's token
-            kube = vs.Kube(cluster["server"], cluster["certificate-authority"], "", "")
+            kube = Kube(cluster["server"], cluster["certificate-authority"], "", "")
             kube.http.cert = None
             kube.http.headers["Authorization"] = f"Bearer {user['token']}"
             return cls(kube)
-        return cls(vs.Kube(cluster["server"], cluster["certificate-authority"], user["client-certificate"],
+        return cls(Kube(cluster["server"], cluster["certificate-authority"], user["client-certificate"],
                            user["client-key"]))
 
     def impersonating(self, user: str) -> "Client":
@@ -162,7 +253,7 @@ def get_retrying(http: requests.Session, url: str) -> requests.Response:
 class SyncApi:
     """The calls argo_sync.ArgoSync makes, as the admin of `kube` (Argo CD's controller is cluster-admin)."""
 
-    def __init__(self, kube: vs.Kube):
+    def __init__(self, kube: Kube):
         self.kube = kube
 
     def get(self, api_version, kind, name, namespace=None):
@@ -171,7 +262,7 @@ class SyncApi:
 
     def list(self, api_version, kind, namespace=None):
         r = get_retrying(self.kube.http, self.kube.resource_url(api_version, kind, namespace))
-        assert r.ok, vs.message(r)
+        assert r.ok, message(r)
         return r.json()["items"]  # without apiVersion and kind, as the API server lists them: ArgoSync adds them
 
     def apply(self, obj):
@@ -180,4 +271,4 @@ class SyncApi:
     def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
         r = self.kube.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
                                   json={"propagationPolicy": propagation}, timeout=REQUEST)
-        assert r.status_code in (200, 202, 404), vs.message(r)
+        assert r.status_code in (200, 202, 404), message(r)

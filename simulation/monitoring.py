@@ -8,7 +8,7 @@ from __future__ import annotations
 import pathlib
 import subprocess
 
-from simulation import upstream as vs
+from simulation import manifests, pins
 from simulation.kube import Client, apply_all
 
 MONITORING_GROUP = "monitoring.coreos.com"
@@ -16,10 +16,10 @@ DISCOVERY = "site-prometheus-discovery"
 
 
 def operator_crds() -> list[dict]:
-    out = subprocess.run([str(vs.TOOLS / "crds.sh")], capture_output=True, text=True, check=True)
+    out = subprocess.run([str(pins.TOOLS / "crds.sh")], capture_output=True, text=True, check=True)
     crds = []
     for path in sorted(pathlib.Path(out.stdout.strip()).glob(f"{MONITORING_GROUP}_*.yaml")):
-        crds += vs.load_all(path.read_text())
+        crds += manifests.load_all(path.read_text())
     return crds
 
 

@@ -20,7 +20,7 @@ import re
 
 import yaml
 
-from simulation import upstream as vs
+from simulation import go_tools
 from simulation.cluster import service_account_kubeconfig
 from simulation.control_plane import free_port
 from simulation.processes import Process, Processes, wait_ready
@@ -104,7 +104,7 @@ def start_prometheus(work: pathlib.Path, procs: Processes, plane, tree_objects: 
     monitoring = inventory.cluster.monitoring
     if monitoring is None:
         return None
-    binary = vs.tool_bin("prometheus")
+    binary = go_tools.tool_bin("prometheus")
     home = work / "prometheus"
     (home / "rules").mkdir(parents=True, exist_ok=True)
     kubeconfig = service_account_kubeconfig(plane, home / "kubeconfig", monitoring.namespace,

@@ -33,7 +33,7 @@ from generator.inventory import load_inventory
 from generator.layout import KUSTOMIZATION_FILE
 from generator.tree import render_trees
 from simulation import argo_sync
-from simulation import upstream as vs
+from simulation.kube import message
 from simulation.cluster import CLUSTER_TOOLS, require_tools, start_kubernetes
 from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, chart_objects
 from simulation.flame import (Researcher, onboard_research_namespaces, platform_containers,
@@ -211,7 +211,7 @@ def multikueue_secret(manager: Member, worker: Member, namespace: str, worker_na
                                   "spec": {"expirationSeconds": 7 * 24 * 3600}}, timeout=REQUEST)
     if r.status_code != 201:
         raise ComponentFailed(f"{worker.name}: token for {worker_namespace}/multikueue: {r.status_code} "
-                              f"{vs.message(r)}")
+                              f"{message(r)}")
     ca = base64.b64encode((worker.plane.pki / "ca.crt").read_bytes()).decode()
     kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": worker.name,
                   "clusters": [{"name": worker.name, "cluster": {"server": kube.server,

@@ -10,7 +10,7 @@ import pytest
 from generator.builders import bootstrap_objects, synced_objects
 from generator.inventory import load_inventory
 from simulation import processes
-from simulation.upstream import Unavailable
+from simulation.prerequisites import Unavailable
 from tests.support import INVENTORY
 
 # Session fixtures that several tiers share.
@@ -41,16 +41,16 @@ def gpugen_application(flame, flame_bootstrap):
     return app
 
 
-def _journeys_support():
-    from tests.journeys import journeys_support  # noqa: PLC0415 (imported only when FLAME tests run)
-    return journeys_support
+def _flame_support():
+    from tests.flame import flame_support  # noqa: PLC0415 (imported only when FLAME tests run)
+    return flame_support
 
 
 @pytest.fixture(scope="session")
 def flame_cluster(tmp_path_factory, request):
-    """The simulated FLAME, delivered by the real Argo CD: one cluster for the whole session, shared by
-    tests/journeys and tests/simulation/test_live_admission.py (tests/journeys/journeys_support.py)."""
-    yield from _journeys_support().flame_session(tmp_path_factory, request)
+    """The simulated FLAME, delivered by the real Argo CD: one cluster for the whole session, shared by every
+    module of tests/flame (tests/flame/flame_support.py)."""
+    yield from _flame_support().flame_session(tmp_path_factory, request)
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
@@ -61,12 +61,12 @@ def pytest_collection_modifyitems(session, config, items):
     if not on_flame or config.getoption("collectonly"):
         return
     items[:] = [item for item in items if item not in on_flame] + on_flame
-    _journeys_support().start_flame_early(config._tmp_path_factory)
+    _flame_support().start_flame_early(config._tmp_path_factory)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if "tests.journeys.journeys_support" in sys.modules:
-        sys.modules["tests.journeys.journeys_support"].stop_flame()
+    if "tests.flame.flame_support" in sys.modules:
+        sys.modules["tests.flame.flame_support"].stop_flame()
 
 
 # When the test's set-up began (simulation.processes.moment()): its failure names the logs of what ran since.
@@ -86,13 +86,13 @@ def _log_dirs(item) -> list:
     FLAME's, which starts in the background before any test asks for it."""
     dirs = processes.log_dirs_since(item.stash.get(_SINCE, 0))
     if "flame_cluster" in getattr(item, "fixturenames", ()):
-        dirs = [*_journeys_support().LOGS, *dirs]
+        dirs = [*_flame_support().LOGS, *dirs]
     return list(dict.fromkeys(dirs))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A missing prerequisite (simulation.upstream.Unavailable, in a test or a fixture) skips the test with its
+    """A missing prerequisite (simulation.prerequisites.Unavailable, in a test or a fixture) skips the test with its
     reason; with CI set it stays a failure, so CI never passes without running a real-tool check.
     A test that fails while processes of a simulated cluster or control plane run says where their logs are,
     under its failure and in the summary at the end."""

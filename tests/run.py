@@ -1,9 +1,9 @@
 """`make test`: every tier, in three pytest processes, side by side when the machine has the cores for them.
 
 The tiers fall in three processes:
-- the simulated FLAME's (tests/journeys, tests/simulation/test_live_admission.py, test_monitoring_live.py) and the
-  several simulated clusters' (tests/clusters): control planes and controllers, waiting on each other;
-- the other tiers with control planes of their own (tests/apiserver, tests/e2e, tests/simulation's harness tests);
+- the simulated FLAME's (tests/flame) and the several simulated clusters' (tests/clusters): control planes and
+  controllers, waiting on each other;
+- the other tiers with control planes of their own (tests/apiserver, tests/e2e, tests/simulation: the harness);
 - the unit tier: computation only (real CLIs, small Go programs), no server that must answer in time.
 
 How they share the machine (tests/README.md): the spare cores are measured first (the processors this process may
@@ -39,11 +39,9 @@ from pathlib import Path
 from simulation.waiting import STOP_GRACE
 
 REPO = Path(__file__).resolve().parents[1]
-# In this order: the monitoring checks add up what every journey ran.
 # tests/clusters (several simulated clusters, no FLAME) runs in this process while the FLAME starts in the background
-# (tests/conftest.py runs the FLAME's tests last).
-FLAME_TIERS = ["tests/journeys", "tests/simulation/test_live_admission.py", "tests/simulation/test_monitoring_live.py",
-               "tests/clusters"]
+# (tests/conftest.py runs the FLAME's tests last, in tests/flame/conftest.py's order).
+FLAME_TIERS = ["tests/flame", "tests/clusters"]
 UNIT_TIER = "tests/unit"
 # The unit tier beside the tiers with control planes: Linux gives a nice-10 process about a tenth of a core that a
 # nice-0 one wants, and all of one it leaves idle.

@@ -9,7 +9,9 @@ and are skipped with the reason otherwise.
 import pytest
 
 from simulation.control_plane import prepare_cluster, start_control_plane
-from simulation.upstream import load_one, manifest_files, rel, rendered_dir, unavailable, broken_files
+from simulation.manifests import load_one, manifest_files, rel, rendered_dir
+from simulation.prerequisites import unavailable
+from tests.apiserver.apiserver_support import broken_files
 
 
 def pytest_generate_tests(metafunc):
@@ -46,5 +48,5 @@ def control_plane(tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def cluster(control_plane):
-    """Admin client (simulation.upstream.Kube) of the tier's control plane."""
+    """Admin client (simulation.kube.Kube) of the tier's control plane."""
     return control_plane.kube

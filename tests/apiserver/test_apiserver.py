@@ -8,7 +8,11 @@ import copy
 import pytest
 import yaml
 
-from simulation.upstream import SCRATCH_NS, header, load_one, manifest_files, message, rel, rendered_dir, unavailable
+from simulation.control_plane import SCRATCH_NS
+from simulation.kube import message
+from simulation.manifests import load_one, manifest_files, rel, rendered_dir
+from simulation.prerequisites import unavailable
+from tests.apiserver.apiserver_support import header
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
 

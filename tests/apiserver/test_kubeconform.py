@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from simulation.upstream import TOOLS, bootstrap_dir, header, rel, rendered_dir, tool_bin, unavailable
+from simulation.go_tools import tool_bin
+from simulation.manifests import bootstrap_dir, rel, rendered_dir
+from simulation.pins import TOOLS
+from simulation.prerequisites import unavailable
+from tests.apiserver.apiserver_support import header
 from simulation.waiting import ceiling  # noqa: E402
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`

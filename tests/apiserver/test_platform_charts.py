@@ -14,7 +14,10 @@ from generator.builders import kueue as kueue_builder
 from generator.builders.bootstrap import COMPONENT_LABEL, app_version
 from generator.inventory import load_inventory
 
-from simulation.upstream import REPO, bootstrap_dir, load_one, message, unavailable
+from simulation.kube import message
+from simulation.manifests import bootstrap_dir, load_one
+from simulation.pins import REPO
+from simulation.prerequisites import unavailable
 
 pytestmark = pytest.mark.tools
 

@@ -32,7 +32,10 @@ from generator.inventory.naming import runtime_name
 
 from simulation.control_plane import issue_certificate, write_kubeconfig
 from simulation.kube import SyncApi
-from simulation.upstream import REPO, Kube, load_one, manifest_files, message, rel, rendered_dir, unavailable
+from simulation.kube import Kube, message
+from simulation.manifests import load_one, manifest_files, rel, rendered_dir
+from simulation.pins import REPO
+from simulation.prerequisites import unavailable
 from simulation.waiting import REQUEST, ceiling  # noqa: E402
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
@@ -436,7 +439,7 @@ def test_no_component_chart_lets_users_write_runtimes():
 
     from generator.builders.bootstrap import COMPONENT_LABEL
 
-    from simulation.upstream import bootstrap_dir
+    from simulation.manifests import bootstrap_dir
 
     apps = [a for a in (load_one(f) for f in sorted((bootstrap_dir() / "platform").rglob("*.yaml")))
             if a["kind"] == "Application" and COMPONENT_LABEL in a["metadata"].get("labels", {})]

@@ -1,1 +1,1 @@
-"""Checks of the rendered Argo CD objects judged by Argo CD's own Go code (projects.py, projectcheck/)."""
+"""Checks of the rendered Argo CD objects judged by Argo CD's own Go code (projects.py gathers the input of tests/oracles/projectcheck)."""

@@ -1,7 +1,7 @@
 """Every Application of bootstrap/ and every object its source makes Argo CD apply, judged against its AppProject by
-Argo CD's own code: tests/argocd/projectcheck (Go) calls the AppProject methods of the pinned
+Argo CD's own code: tests/oracles/projectcheck (Go) calls the AppProject methods of the pinned
 github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1 the way Argo CD v3.6's controller does (see the
-comment at the top of projectcheck/main.go). This module only gathers the input:
+comment at the top of its main.go). This module only gathers the input:
 
 - the AppProjects and Applications of bootstrap/root and bootstrap/platform;
 - per Application, the objects its source makes Argo CD apply: a Helm chart through components.chart_objects (the
@@ -30,10 +30,14 @@ import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 TESTS = HERE.parent
-from simulation import upstream as vs  # noqa: E402
+from simulation.go_tools import ModuleUnavailable, cache_dir, module_dir  # noqa: E402
+from simulation.manifests import bootstrap_dir, load_one, rendered_dir, tree_objects  # noqa: E402
+from simulation.pins import REPO, TOOLS, versions  # noqa: E402
+from simulation.prerequisites import unavailable  # noqa: E402
 from simulation.waiting import ceiling  # noqa: E402
+from tests.support import ORACLES  # noqa: E402
 
-SOURCE = HERE / "projectcheck" / "main.go"
+SOURCE = ORACLES / "projectcheck" / "main.go"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 V1ALPHA1 = f"{ARGOCD_MODULE}/pkg/apis/application/v1alpha1"
 COMPONENT_LABEL = "gpugen/component"
@@ -71,19 +75,19 @@ def _go_ok(args, cwd, toolchain):
 def checker_binary(tmp_path_factory) -> pathlib.Path:
     """projectcheck built against argo-cd at ARGOCD_VERSION with ARGOCD_GO_TOOLCHAIN, cached by source and pins.
     No Go, or a toolchain the proxy does not serve, skips locally and fails in CI; a failed build always fails."""
-    pins = vs.versions()
+    pins = versions()
     version, toolchain = pins["ARGOCD_VERSION"], pins["ARGOCD_GO_TOOLCHAIN"]
     digest = hashlib.sha256(SOURCE.read_bytes() + f"{ARGOCD_MODULE}@{version} {toolchain}".encode()).hexdigest()[:12]
-    binary = vs.cache_dir() / "bin" / f"projectcheck-{digest}"
+    binary = cache_dir() / "bin" / f"projectcheck-{digest}"
     if binary.is_file():
         return binary
     if shutil.which("go") is None:
-        vs.unavailable(f"building {SOURCE} needs the Go toolchain")
+        unavailable(f"building {SOURCE} needs the Go toolchain")
     work = tmp_path_factory.mktemp("projectcheck")
     done = _go(["version"], work, toolchain)  # outside any module: fetches the toolchain if it is not cached
     if done.returncode != 0 or f" {toolchain} " not in done.stdout:
-        vs.unavailable(f"the Go toolchain {toolchain} (ARGOCD_GO_TOOLCHAIN) is not available: "
-                       f"{(done.stdout + done.stderr).strip()[-500:]}")
+        unavailable(f"the Go toolchain {toolchain} (ARGOCD_GO_TOOLCHAIN) is not available: "
+                    f"{(done.stdout + done.stderr).strip()[-500:]}")
     shutil.copy(SOURCE, work / "main.go")
     _go_ok(["mod", "init", "gpugen.local/projectcheck"], work, toolchain)
     # argo-cd's own `replace` lines (k8s.io/* => v0.37.0, ...): without them its requirements do not resolve.
@@ -120,10 +124,10 @@ def run_checker(binary, projects: list[dict], entries: list[dict]) -> list[str]:
 def builtin_scopes() -> dict[tuple[str, str], bool]:
     """{(group, kind): namespaced} of every kind the pinned Kubernetes serves, from its OpenAPI v3 spec."""
     try:
-        kubernetes = vs.module_dir("k8s.io/kubernetes", vs.versions()["KUBERNETES_VERSION"])
+        kubernetes = module_dir("k8s.io/kubernetes", versions()["KUBERNETES_VERSION"])
         spec_dir = kubernetes / "api" / "openapi-spec" / "v3"
-    except vs.ModuleUnavailable as e:
-        vs.unavailable(str(e))
+    except ModuleUnavailable as e:
+        unavailable(str(e))
     found: dict[tuple[str, str], bool] = {}
     for f in sorted(spec_dir.glob("*_openapi.json")):
         for path, operations in json.loads(f.read_text())["paths"].items():
@@ -138,9 +142,9 @@ def builtin_scopes() -> dict[tuple[str, str], bool]:
 
 @functools.cache
 def pinned_crds() -> tuple[dict, ...]:
-    done = subprocess.run(["bash", str(vs.TOOLS / "crds.sh")], capture_output=True, text=True, timeout=ceiling(60))
+    done = subprocess.run(["bash", str(TOOLS / "crds.sh")], capture_output=True, text=True, timeout=ceiling(60))
     if done.returncode != 0:
-        vs.unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr.strip()[-300:]}")
+        unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr.strip()[-300:]}")
     crds = []
     for f in sorted(pathlib.Path(done.stdout.strip()).glob("*.yaml")):
         crds += [d for d in yaml.load_all(f.read_text(), Loader=yaml.CSafeLoader)
@@ -208,17 +212,17 @@ def _chart_manifests(app: dict) -> list[Manifest]:
     """components.chart_objects (helm template, cached), reduced to what is checked and cached again: loading the
     cached helm output (megabytes of CRDs) takes seconds, this summary milliseconds. Keyed like chart_objects' own
     cache, plus the code that reads it."""
-    ident = json.dumps([app, vs.versions(), *(p.read_text() for p in (
+    ident = json.dumps([app, versions(), *(p.read_text() for p in (
         TESTS.parent / "simulation" / "charts.py", TESTS.parent / "simulation" / "components.py", pathlib.Path(__file__)))],
         sort_keys=True)
-    cached = vs.cache_dir() / "argocd-project-objects" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
+    cached = cache_dir() / "argocd-project-objects" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
     if cached.exists():
         return [Manifest(**m) for m in json.loads(cached.read_text())]
     from simulation import components  # simulation: the real helm template as Argo CD's repo server runs it
     try:
         objects = components.chart_objects(app)
     except FileNotFoundError as e:  # helm not built
-        vs.unavailable(str(e))
+        unavailable(str(e))
     manifests = [Manifest.of(o) for o in objects if applied_by_argo(o)]
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -232,10 +236,10 @@ def local_dir(path: str) -> pathlib.Path:
     may be relocated with GPUGEN_RENDERED_DIR / GPUGEN_BOOTSTRAP_DIR)."""
     parts = pathlib.PurePosixPath(path).parts
     if parts == ("rendered",):
-        return vs.rendered_dir()
+        return rendered_dir()
     if parts and parts[0] == "bootstrap":
-        return vs.bootstrap_dir().joinpath(*parts[1:])
-    return vs.REPO / path
+        return bootstrap_dir().joinpath(*parts[1:])
+    return REPO / path
 
 
 def _directory_manifests(app: dict) -> list[Manifest]:
@@ -247,7 +251,7 @@ def _directory_manifests(app: dict) -> list[Manifest]:
     exclude = directory.get("exclude")
     if exclude == KUSTOMIZATION and directory.get("recurse") and (root / KUSTOMIZATION).is_file():
         # The synced tree: its kustomization.yaml lists exactly the files Argo CD reads (README, "What is rendered").
-        return [Manifest.of(o) for o in vs.tree_objects(root) if applied_by_argo(o)]
+        return [Manifest.of(o) for o in tree_objects(root) if applied_by_argo(o)]
     assert not exclude and not directory.get("include"), \
         f"Application {app['metadata']['name']}: directory include/exclude {directory} is not handled here"
     files = root.rglob("*") if directory.get("recurse") else root.glob("*")
@@ -279,10 +283,10 @@ def bootstrap_argo_objects() -> tuple[list[dict], list[dict]]:
     """(AppProjects, Applications) of bootstrap/root and bootstrap/platform."""
     objects = []
     for part in ("root", "platform"):
-        folder = vs.bootstrap_dir() / part
+        folder = bootstrap_dir() / part
         if not folder.is_dir():
-            vs.unavailable(f"no rendered {folder} (run `make render`)")
-        objects += [vs.load_one(f) for f in sorted(folder.rglob("*.yaml"))]
+            unavailable(f"no rendered {folder} (run `make render`)")
+        objects += [load_one(f) for f in sorted(folder.rglob("*.yaml"))]
     return ([o for o in objects if o["kind"] == "AppProject"], [o for o in objects if o["kind"] == "Application"])
 
 

@@ -19,7 +19,7 @@ from simulation.cluster import ToolMissing, identity_kubeconfig
 from simulation.kube import ApiError, Client, conditions, poll
 from simulation.netns import NetworkUnavailable
 from simulation.processes import leftover_processes
-from simulation import upstream as vs
+from simulation import prerequisites
 from tests.support.inventories import platform_data, to_text
 
 pytestmark = pytest.mark.tools
@@ -45,7 +45,7 @@ def platform(tmp_path_factory, request):
     try:
         started = several_clusters.start_clusters(work / "run", inventory_file, log=log.append)
     except (ToolMissing, NetworkUnavailable) as e:
-        vs.unavailable(str(e))
+        prerequisites.unavailable(str(e))
     finally:
         print("\n".join(log))
     pids = [pid for member in started.members.values() for pid in member.procs.pids()]

@@ -1,9 +1,9 @@
 """End-to-end harness: the pinned Kueue controller, webhooks included, against the test API server.
 
-Builds on the simulation package: simulation.control_plane (etcd + kube-apiserver, PKI, pinned CRDs) and
-simulation.upstream (pins, paths, the Kube client). The session fixture
+Builds on the simulation package: simulation.control_plane (etcd + kube-apiserver, PKI, pinned CRDs), its pins,
+tool paths and manifests, and the Kube client (simulation.kube). The session fixture
 `control_plane` below starts this tier's own control plane; a missing tool fails when CI is set and skips
-otherwise (simulation.upstream.unavailable).
+otherwise (simulation.prerequisites.unavailable).
 
 What runs for real: kube-apiserver with the Trainer, JobSet, Kueue (and Kyverno, Argo CD) CRDs; the Kueue
 controller built from its Go module (tools/build.sh), configured, identified and authorised exactly as the
@@ -36,7 +36,8 @@ import yaml
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-from simulation import upstream as vs  # noqa: E402
+from simulation import go_tools, manifests, pins, prerequisites  # noqa: E402
+from simulation.kube import Kube, message  # noqa: E402
 from simulation import argo_sync  # noqa: E402  (simulation)
 from simulation import kube as platform_kube  # noqa: E402  (simulation/kube.py, for its poll)
 from simulation import charts  # noqa: E402  (simulation)
@@ -67,13 +68,13 @@ def control_plane(tmp_path_factory):
         yield plane
 
 
-# ---------------------------------------------------------------- a small REST client on top of vs.Kube
+# ---------------------------------------------------------------- a small REST client on top of Kube
 
 class Api:
     """The e2e tier's requests (field manager gpugen-e2e), asserting success: get() is None on 404, list() the
-    items; a namespaced kind without a namespace means all namespaces. Discovery and URLs: vs.Kube."""
+    items; a namespaced kind without a namespace means all namespaces. Discovery and URLs: Kube."""
 
-    def __init__(self, kube: vs.Kube):
+    def __init__(self, kube: Kube):
         self.kube = kube
         self.http = kube.http
 
@@ -84,12 +85,12 @@ class Api:
         r = platform_kube.get_retrying(self.http, self.kube.resource_url(api_version, kind, namespace, name))
         if r.status_code == 404:
             return None
-        assert r.ok, f"GET {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
+        assert r.ok, f"GET {kind} {namespace}/{name}: {r.status_code} {message(r)}"
         return r.json()
 
     def list(self, api_version, kind, namespace=None):
         r = platform_kube.get_retrying(self.http, self.kube.resource_url(api_version, kind, namespace))
-        assert r.ok, f"LIST {kind} in {namespace}: {r.status_code} {vs.message(r)}"
+        assert r.ok, f"LIST {kind} in {namespace}: {r.status_code} {message(r)}"
         return r.json()["items"]
 
     def create(self, obj):
@@ -97,7 +98,7 @@ class Api:
         r = self.http.post(self.kube.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace")),
                            params={"fieldManager": "gpugen-e2e"}, json=obj, timeout=REQUEST)
         assert r.status_code == 201, f"creating {obj['kind']} {meta.get('name') or meta.get('generateName')}: " \
-                                     f"{r.status_code} {vs.message(r)}"
+                                     f"{r.status_code} {message(r)}"
         return r.json()
 
     def apply(self, obj):
@@ -113,12 +114,12 @@ class Api:
         # an `orphan` finalizer only the GC removes (likewise Foreground's foregroundDeletion finalizer).
         r = self.http.delete(self.kube.resource_url(api_version, kind, namespace, name),
                              json={"propagationPolicy": propagation}, timeout=REQUEST)
-        assert r.status_code in (200, 202, 404), f"DELETE {kind} {namespace}/{name}: {r.status_code} {vs.message(r)}"
+        assert r.status_code in (200, 202, 404), f"DELETE {kind} {namespace}/{name}: {r.status_code} {message(r)}"
 
     def delete_all(self, api_version, kind, namespace):
         r = self.http.delete(self.kube.resource_url(api_version, kind, namespace),
                              json={"propagationPolicy": "Background"}, timeout=REQUEST)
-        assert r.ok or r.status_code == 404, f"DELETE all {kind} in {namespace}: {r.status_code} {vs.message(r)}"
+        assert r.ok or r.status_code == 404, f"DELETE all {kind} in {namespace}: {r.status_code} {message(r)}"
 
 
 def condition(obj, type_):
@@ -131,7 +132,7 @@ def condition(obj, type_):
 # ---------------------------------------------------------------- the Kueue controller process
 
 def kueue_module_dir() -> pathlib.Path:
-    return vs.module_dir("sigs.k8s.io/kueue", vs.versions()["KUEUE_VERSION"])
+    return go_tools.module_dir("sigs.k8s.io/kueue", pins.versions()["KUEUE_VERSION"])
 
 
 def kueue_embedded_trainer_version() -> str:
@@ -143,7 +144,7 @@ def kueue_embedded_trainer_version() -> str:
 
 
 def bootstrap_applications() -> list[dict]:
-    return [a for a in (vs.load_one(f) for f in sorted((vs.bootstrap_dir() / "platform").rglob("*.yaml")))
+    return [a for a in (manifests.load_one(f) for f in sorted((manifests.bootstrap_dir() / "platform").rglob("*.yaml")))
             if a["kind"] == "Application"]
 
 
@@ -165,7 +166,7 @@ def kueue_chart_objects() -> tuple[dict, ...]:
     try:
         return tuple(charts.helm_template(kueue_application()))
     except FileNotFoundError as e:
-        vs.unavailable(str(e))
+        prerequisites.unavailable(str(e))
 
 
 def from_chart(kind: str) -> list[dict]:
@@ -251,8 +252,8 @@ def _metrics_cert_launcher(work: pathlib.Path, certs: pathlib.Path) -> list[str]
         return []  # provisioned on this machine: use it as is
     unshare = shutil.which("unshare")
     if not unshare:
-        vs.unavailable("Kueue reads its metrics certificate from /etc/kueue/metrics/certs; "
-                       "`unshare` (util-linux) is needed to provide it in a private mount namespace")
+        prerequisites.unavailable("Kueue reads its metrics certificate from /etc/kueue/metrics/certs; "
+                                  "`unshare` (util-linux) is needed to provide it in a private mount namespace")
     etc, real = work / "etc", work / "etc-real"
     etc.mkdir()
     real.mkdir()
@@ -273,9 +274,9 @@ def _metrics_cert_launcher(work: pathlib.Path, certs: pathlib.Path) -> list[str]
         if probe.returncode == 0:
             return prefix
         errors.append(f"{' '.join(prefix[:5 + len(extra)])}: {probe.stderr.strip()}")
-    vs.unavailable("Kueue reads its metrics certificate from /etc/kueue/metrics/certs (hard-coded when internal "
-                   "cert management is off) and no private mount namespace could provide it "
-                   f"({'; '.join(errors)}); provision that directory (any key pair) to run Kueue directly")
+    prerequisites.unavailable("Kueue reads its metrics certificate from /etc/kueue/metrics/certs (hard-coded when "
+                              "internal cert management is off) and no private mount namespace could provide it "
+                              f"({'; '.join(errors)}); provision that directory (any key pair) to run Kueue directly")
 
 
 @dataclasses.dataclass
@@ -316,9 +317,9 @@ def local_process_config(config: dict, webhook_port: int, health_port: int, metr
 
 def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     """The Kueue controller on `plane` (prepared: CRDs installed) as its service account, webhooks registered."""
-    binary = vs.tool_bin("kueue")
+    binary = go_tools.tool_bin("kueue")
     if not os.access(binary, os.X_OK):
-        vs.unavailable(f"{binary} is missing: run `make tools` (tools/build.sh kueue)")
+        prerequisites.unavailable(f"{binary} is missing: run `make tools` (tools/build.sh kueue)")
     kube, pki = plane.kube, plane.pki
     api = Api(kube)
     certs = work / "webhook-certs"
@@ -333,10 +334,10 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
     config_file.write_text(yaml.safe_dump(config))
 
     r = api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    assert r.ok, vs.message(r)
+    assert r.ok, message(r)
     for obj in kueue_rbac(namespace):
         r = api.apply(obj)
-        assert r.ok, f"Kueue RBAC {obj['kind']} {obj['metadata']['name']}: {vs.message(r)}"
+        assert r.ok, f"Kueue RBAC {obj['kind']} {obj['metadata']['name']}: {message(r)}"
     sa_namespace, sa_name = kueue_service_account(namespace)
     identity = work / "identity"
     identity.mkdir()
@@ -363,7 +364,7 @@ def start_kueue(plane: ControlPlane, work: pathlib.Path) -> Kueue:
                                                       (pki / "ca.crt").read_bytes())
         for hook_config in kueue.webhooks:
             r = api.apply(hook_config)
-            assert r.ok, f"{hook_config['metadata']['name']}: {vs.message(r)}"
+            assert r.ok, f"{hook_config['metadata']['name']}: {message(r)}"
 
         # The API server picks webhook configurations up asynchronously: wait until a dry-run Job with a
         # queue label comes back suspended by Kueue's mutating webhook. Kueue only manages the namespaces its
@@ -401,7 +402,7 @@ def render(inventory: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
 
 
 # What Argo CD syncs from a tree (argo_sync orders it: waves, kinds).
-tree_objects = vs.tree_objects
+tree_objects = manifests.tree_objects
 
 
 def key(obj):
@@ -457,7 +458,7 @@ class Platform:
         self.previous_objects, self.objects = self.objects, new
         for ns in self.namespaces():
             r = self.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-            assert r.ok, vs.message(r)
+            assert r.ok, message(r)
         served = []
         for o in new:
             if not self.api.serves(o["apiVersion"], o["kind"]):

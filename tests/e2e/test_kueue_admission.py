@@ -24,7 +24,12 @@ from tests.support.kubeflow_sdk import train_job_from_sdk
 from tests.e2e.kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
     GPU, KUEUE_RUNTIME_PATCH_MANAGER, QUEUE_LABEL, AdmissionReport, Api, Platform, control_plane, job_manifest,
     kueue_embedded_trainer_version, kueue_runtime_patch_selectors, poll, render, start_kueue, stop_process,
-    tree_objects, trainjob_manifest, vs)
+    tree_objects, trainjob_manifest)
+from simulation.go_tools import tool_bin
+from simulation.kube import message
+from simulation.manifests import rendered_dir
+from simulation.pins import versions
+from simulation.prerequisites import unavailable
 
 from generator.inventory import load_inventory
 from generator.inventory.naming import controller_identities
@@ -67,9 +72,9 @@ def platform(control_plane, kueue):
 @pytest.fixture
 def flame(platform, request, report):
     """The committed rendered tree (what Argo CD syncs) applied, no jobs left from earlier tests."""
-    tree = vs.rendered_dir()
+    tree = rendered_dir()
     if not (tree / "kustomization.yaml").is_file():
-        vs.unavailable(f"no rendered tree at {tree} (run `python -m generator render`)")
+        unavailable(f"no rendered tree at {tree} (run `python -m generator render`)")
     platform.use(tree)
     start = len(report.rows)
     yield platform
@@ -116,13 +121,13 @@ def test_kueue_webhooks_validate_the_rendered_queues(flame):
     schema or CEL rule covers: each flavor lists its resources in coveredResources order."""
     for cq in flame.of_kind("ClusterQueue"):
         r = flame.api.kube.apply(cq, dry_run=True)
-        assert r.ok, f"{cq['metadata']['name']}: {vs.message(r)}"
+        assert r.ok, f"{cq['metadata']['name']}: {message(r)}"
     broken = copy.deepcopy(flame.of_kind("ClusterQueue")[0])
     resources = broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
     resources[0], resources[1] = resources[1], resources[0]
     r = flame.api.kube.apply(broken, dry_run=True)
-    print(f"misordered flavor resources: HTTP {r.status_code}: {vs.message(r)}")
-    assert r.status_code >= 400 and "vclusterqueue.kb.io" in vs.message(r), vs.message(r)
+    print(f"misordered flavor resources: HTTP {r.status_code}: {message(r)}")
+    assert r.status_code >= 400 and "vclusterqueue.kb.io" in message(r), message(r)
 
 
 # ---------------------------------------------------------------- 2. routing + queue injection
@@ -277,11 +282,11 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
     the pinned kyverno CLI against the TrainJob exactly as the API server stored it, as the researcher.
     job-claims and job-limits are left out: they look up the namespace's PVCs and job-limits ConfigMap, which
     `kyverno apply` cannot without a cluster client; they are judged with cluster resources in
-    tests/unit/test_policies.py and by the live admission controller in tests/journeys and
-    tests/simulation/test_live_admission.py."""
-    kyverno = vs.tool_bin("kyverno")
+    tests/unit/test_policies.py and by the live admission controller in tests/flame (test_journeys.py and
+    test_live_admission.py)."""
+    kyverno = tool_bin("kyverno")
     if not kyverno.is_file():
-        vs.unavailable(f"{kyverno} is missing: run `make tools`")
+        unavailable(f"{kyverno} is missing: run `make tools`")
     created = flame.submit(trainjob_manifest("seed-manifest", A_NS))
     kueue_entries = [p for p in created["spec"].get("runtimePatches", [])
                      if p.get("manager") == KUEUE_RUNTIME_PATCH_MANAGER]
@@ -312,7 +317,7 @@ def test_kueue_admission_keeps_what_the_user_stored(flame, report, request):
     (its go.mod). A field the pinned Trainer CRDs store but that API lacks would be dropped silently. Probe:
     a user runtimePatch with podSpec terminationGracePeriodSeconds (added to the TrainJob API after the
     Trainer release Kueue embeds). Invariant: admission leaves the user's own entry exactly as stored."""
-    embedded, pinned = kueue_embedded_trainer_version(), vs.versions()["TRAINER_VERSION"]
+    embedded, pinned = kueue_embedded_trainer_version(), versions()["TRAINER_VERSION"]
     if embedded.rsplit(".", 1)[0] != pinned.rsplit(".", 1)[0]:
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             f"known: Kueue embeds Trainer {embedded}'s API, the CRDs are Trainer {pinned}'s; Kueue drops "

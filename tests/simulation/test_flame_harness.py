@@ -16,7 +16,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 from simulation.processes import ComponentFailed, Processes, leftover_processes, wait_ready  # noqa: E402
 from simulation.waiting import ceiling  # noqa: E402
-from simulation import upstream as vs  # noqa: E402
+from simulation import go_tools, manifests, prerequisites  # noqa: E402
 
 
 def test_a_component_that_fails_to_start_is_named_with_its_log(tmp_path):
@@ -114,11 +114,11 @@ def chart_configurations():
     """The controller-runtime Configuration files of the committed component Applications, as helm renders them
     for Argo CD."""
     from simulation.components import chart_objects, component_applications
-    helm = vs.tool_bin("helm")
+    helm = go_tools.tool_bin("helm")
     if not os.access(helm, os.X_OK):
-        vs.unavailable(f"{helm} is missing: run `bash tools/build.sh helm`")
+        prerequisites.unavailable(f"{helm} is missing: run `bash tools/build.sh helm`")
     out = {}
-    for app in component_applications(vs.bootstrap_dir()):
+    for app in component_applications(manifests.bootstrap_dir()):
         for o in chart_objects(app):
             if o.get("kind") != "ConfigMap":
                 continue
@@ -130,7 +130,7 @@ def chart_configurations():
                 if isinstance(doc, dict) and doc.get("kind") == "Configuration":
                     out[f"{o['metadata']['name']}/{key}"] = doc
     if not out:
-        vs.unavailable(f"no component Applications under {vs.bootstrap_dir()}")
+        prerequisites.unavailable(f"no component Applications under {manifests.bootstrap_dir()}")
     return out
 
 

@@ -13,6 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "gpu_classes.yaml"
 # The inventories a platform engineer copies, one folder each (examples/<name>/gpu_classes.yaml).
 EXAMPLES = REPO / "examples"
+# The small Go programs the tests build, one folder each (tests/README.md).
+ORACLES = REPO / "tests" / "oracles"
 
 
 def require_tool(path: str | Path | None, name: str, how: str = "run `make tools`") -> str:

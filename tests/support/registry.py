@@ -1,5 +1,5 @@
 """The test image registry: go-containerregistry's registry on 127.0.0.1 with the test images pushed
-(tests/policies/registry), a session fixture shared by the policy tests and the live admission tests."""
+(tests/oracles/registry), a session fixture shared by the policy tests and the live admission tests."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from generator.versions import pin
 from simulation.flame import KYVERNO_HTTP_BLOCKLIST
-from simulation.upstream import go_program
-from tests.support import REPO
+from simulation.go_tools import go_program
+from tests.support import ORACLES
 from simulation.waiting import STOP_GRACE  # noqa: E402
 
 # Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<REPO_TAG>, e.g.
@@ -39,12 +39,12 @@ def with_test_registry(settings, hub: str = HUB_REGISTRY) -> dict:
     listed = {host: public.model_dump(exclude_defaults=True) for host, public in settings.publicRegistries.items()}
     return {**listed, **{host: {**entry, "tokenService": entry["tokenService"].replace(HUB_REGISTRY, hub)}
                          for host, entry in PUBLIC_REGISTRY.items()}}
-REGISTRY_SOURCE = REPO / "tests" / "policies" / "registry" / "main.go"
+REGISTRY_SOURCE = ORACLES / "registry" / "main.go"
 
 
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
-    """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/policies/registry):
+    """go-containerregistry's registry on 127.0.0.1 with the test images pushed (tests/oracles/registry):
     placeholder -> value for the test objects and inventories (REGISTRY, HUB_REGISTRY, LOCALHOST_REGISTRY,
     DIGEST_<REPO_TAG>)."""
     import threading

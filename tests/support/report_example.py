@@ -24,8 +24,9 @@ from pathlib import Path
 from generator.inventory.models import Inventory
 from generator.inventory.naming import KUBERNETES_RESOURCE, flavor_name
 from simulation.control_plane import free_port
+from simulation.go_tools import tool_bin
+from simulation.prerequisites import Unavailable
 from simulation.processes import stop_process
-from simulation.upstream import Unavailable, tool_bin
 from tests.support import INVENTORY, REPO
 from simulation.waiting import PROBE, ceiling  # noqa: E402
 

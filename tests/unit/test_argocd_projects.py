@@ -1,5 +1,5 @@
 """Every Argo CD Application in bootstrap/, and every object its source makes Argo CD apply (the charts' output
-included), stays inside its AppProject, as Argo CD v3.6 itself decides: tests/argocd/projectcheck (Go) calls the
+included), stays inside its AppProject, as Argo CD v3.6 itself decides: tests/oracles/projectcheck (Go) calls the
 pinned argo-cd module's AppProject methods the way its controller does (IsSourcePermitted, IsDestinationPermitted,
 IsGroupKindNamePermitted) and prints Argo CD's own messages. tests/argocd/projects.py gathers the input.
 

@@ -18,7 +18,8 @@ from generator.components.facts import ComponentFacts
 from generator.inventory.fields import Component
 from generator.inventory.models import Components
 from generator.versions import pins
-from simulation import upstream as vs
+from simulation import go_tools
+from simulation.prerequisites import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = sorted(p.parent.name for p in (REPO / "generator" / "components").glob("*/__init__.py"))
@@ -93,7 +94,7 @@ def test_its_tools_are_built(name):
 @pytest.mark.parametrize("name", FOLDERS)
 def test_its_crds_are_in_its_pinned_module(name):
     component = facts(name)
-    module = vs.module_dir(component.chart.module, component.app_version())
+    module = go_tools.module_dir(component.chart.module, component.app_version())
     files = sorted(path for pattern in component.crds for path in module.glob(pattern))
     assert files, f"{name}: no CRDs match {component.crds} in {component.chart.module}@{component.app_version()}"
     served = {(crd["spec"]["group"], version["name"]) for path in files
@@ -115,8 +116,8 @@ def test_its_simulated_run(name, flame):
     assert {process.tool for process in run.processes} | {tool for _, tool in run.hook_images} <= tools, \
         f"{name}: the simulation runs a tool that is not the component's"
     assert set(run.roles) <= {"manager", "worker"}
-    if not vs.tool_bin("helm").exists():
-        vs.unavailable("helm is not built: run `bash tools/build.sh helm`")
+    if not go_tools.tool_bin("helm").exists():
+        unavailable("helm is not built: run `bash tools/build.sh helm`")
     settings = flame.cluster.components.by_name()[name]
     application = component_application(flame, name, settings.model_copy(update={"install": True}))
     deployments = [o["metadata"]["name"] for o in chart_objects(application) if o["kind"] == "Deployment"]

@@ -1,6 +1,6 @@
 """The Grafana dashboards (generator/builders/grafana.py) against the other side of each seam: the Grafana
 Foundation SDK's own dashboard model reads each one back unchanged, Prometheus' own PromQL parser (the pinned
-Prometheus module's promql/parser, tests/monitoring/promqlparse) parses every query, and every Kueue metric and
+Prometheus module's promql/parser, tests/oracles/promqlparse) parses every query, and every Kueue metric and
 label a query names is one the pinned Kueue's pkg/metrics registers.
 """
 
@@ -14,10 +14,10 @@ import sys
 from functools import cache
 
 import pytest
-from tests.support import REPO, of_kind
+from tests.support import ORACLES, REPO, of_kind
 from tests.support.inventories import edited, flame_data, inventory, setting
-from simulation import upstream as vs
-from simulation.upstream import go_program, unavailable
+from simulation.go_tools import ModuleUnavailable, go_program, module_dir
+from simulation.prerequisites import unavailable
 
 from generator.builders import grafana, kueue
 from generator.builders.prometheus import COMPONENT_LABEL
@@ -26,7 +26,7 @@ from generator.limits import object_problems
 from generator.versions import pin
 from simulation.waiting import ceiling  # noqa: E402
 
-PROMQLPARSE_SOURCE = REPO / "tests" / "monitoring" / "promqlparse" / "main.go"
+PROMQLPARSE_SOURCE = ORACLES / "promqlparse" / "main.go"
 # The Prometheus module whose parser the queries must satisfy: the pinned one.
 PROMETHEUS_MODULE_VERSION = pin("PROMETHEUS")
 # What Grafana puts in place of its variables before a query reaches Prometheus.
@@ -293,7 +293,7 @@ def interpolated(expr: str) -> str:
 
 @pytest.fixture(scope="module")
 def promql(tmp_path_factory):
-    """tests/monitoring/promqlparse built against the pinned Prometheus module (cached by source and version).
+    """tests/oracles/promqlparse built against the pinned Prometheus module (cached by source and version).
     A missing Go toolchain skips locally and fails in CI; a failed build always fails."""
     binary = go_program(PROMQLPARSE_SOURCE, "gpugen.local/promqlparse",
                         [f"github.com/prometheus/prometheus@{PROMETHEUS_MODULE_VERSION}"], tmp_path_factory)
@@ -313,8 +313,8 @@ def kueue_metrics() -> dict[str, set[str]]:
     """Series name -> label names, of every metric the pinned Kueue's pkg/metrics registers (a histogram's
     _bucket, _sum and _count series included)."""
     try:
-        source_dir = vs.module_dir("sigs.k8s.io/kueue", pin("KUEUE"))
-    except vs.ModuleUnavailable as missing:
+        source_dir = module_dir("sigs.k8s.io/kueue", pin("KUEUE"))
+    except ModuleUnavailable as missing:
         unavailable(f"sigs.k8s.io/kueue@{pin('KUEUE')} is not in the Go module cache: {missing}")
     constants = dict(re.findall(r'^\s*(\w+)\s*=\s*"([^"]*)"',
                                 (source_dir / "pkg" / "constants" / "constants.go").read_text(), flags=re.M))

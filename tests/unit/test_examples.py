@@ -21,10 +21,12 @@ import yaml
 
 from generator.inventory import load_inventory
 from generator.tree import render_trees
-from simulation.upstream import TOOLS, go_program, tool_bin, unavailable
+from simulation.go_tools import go_program, tool_bin
+from simulation.pins import TOOLS
+from simulation.prerequisites import unavailable
 from simulation.waiting import ceiling
 from tests.support import EXAMPLES, REPO, read_files, snapshot
-from tests.unit.test_policies import CELPARSE_SOURCE, INVENTORIES, cel_go_version, expressions
+from tests.support.policy_corpus import CELPARSE_SOURCE, INVENTORIES, cel_go_version, expressions
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*/gpu_classes.yaml"))
 OUTPUTS = ("--out", "--bootstrap-out", "--docs-out")

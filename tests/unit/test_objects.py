@@ -16,8 +16,8 @@ import pytest
 import yaml
 from tests.support import REPO, of_kind
 from kubeflow.trainer.constants import constants as sdk
-from simulation import upstream as vs
-from simulation.upstream import unavailable
+from simulation import go_tools
+from simulation.prerequisites import unavailable
 
 from generator.inventory.quantity import parse_quantity
 from generator.layout import directory_size_warning
@@ -30,8 +30,8 @@ SYNC_WAVE = "argocd.argoproj.io/sync-wave"  # Argo CD's annotation (argo-cd docs
 
 def module_dir(module: str, version: str) -> Path:
     try:
-        return vs.module_dir(module, version)
-    except vs.ModuleUnavailable as missing:
+        return go_tools.module_dir(module, version)
+    except go_tools.ModuleUnavailable as missing:
         unavailable(f"{module}@{version} is not in the Go module cache: {missing}")
 
 

@@ -11,11 +11,11 @@ does not apply is reported by the CLI as a pass ("Excluded"); such rows only cou
 
 Every suite gets the Trainer and JobSet CRDs from the Go module cache, the namespaces and their PVCs as cluster
 resources, so the CLI uses its live context provider: `resource.List` reads those PVCs and `image.GetMetadata`
-asks a real OCI registry (tests/policies/registry, go-containerregistry's, on 127.0.0.1) for the images the
+asks a real OCI registry (tests/oracles/registry, go-containerregistry's, on 127.0.0.1) for the images the
 TrainJobs name. Suites whose cases give registry credentials run in a second CLI run with a DOCKER_CONFIG.
 
 The CLI sends an UPDATE with the object as its own oldObject; the `updates:` cases, whose oldObject differs, are
-evaluated by tests/policies/engine (Kyverno's CEL engine packages, built against the pinned module).
+evaluated by tests/oracles/kyverno-engine (Kyverno's CEL engine packages, built against the pinned module).
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support import REPO, require_tool
-from simulation.upstream import ModuleUnavailable, cache_dir, go, go_program, tidy_build_install
-from simulation.upstream import module_dir as vs_module_dir
+from tests.support import ORACLES, REPO, require_tool
+from simulation.go_tools import ModuleUnavailable, cache_dir, go, go_program, tidy_build_install
+from simulation import go_tools
 from tests.support.kubeflow_sdk import train_job_from_sdk
+from tests.support.policy_corpus import CELPARSE_SOURCE, INVENTORIES, cel_go_version, expressions
 
 from generator import emit
 from generator.builders import core, kyverno, trainer
@@ -53,8 +54,6 @@ from simulation.waiting import ceiling  # noqa: E402
 
 HERE = REPO / "tests" / "policies"
 CASES_FILE = HERE / "cases.yaml"
-INVENTORIES = {"flame": REPO / "gpu_classes.yaml", "two-classes": HERE / "two-classes.yaml",
-               "no-lending": HERE / "no-lending.yaml"}
 TRAINER_CRDS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
 # The policies that match each kind (every one of them is checked for every case of that kind).
 POLICIES_FOR = {
@@ -359,7 +358,7 @@ class Run:
 
 def module_dir(module: str, version: str) -> Path | None:
     try:
-        return vs_module_dir(module, version)
+        return go_tools.module_dir(module, version)
     except ModuleUnavailable:
         return None
 
@@ -580,7 +579,7 @@ def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_ob
 
 # --- UPDATEs with a real oldObject, through Kyverno's CEL engine ----------------------------------------------
 
-ENGINE_SOURCE = HERE / "engine" / "main.go"
+ENGINE_SOURCE = ORACLES / "kyverno-engine" / "main.go"
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -598,7 +597,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory) -> Path:
-    """tests/policies/engine built against the pinned Kyverno (cached by version and source hash)."""
+    """tests/oracles/kyverno-engine built against the pinned Kyverno (cached by version and source hash)."""
     import hashlib
     import shutil
 
@@ -820,32 +819,6 @@ def test_unquoted_quantities_are_no_cel_error(tmp_path, inventories):
 
 
 # --- every CEL expression parses with cel-go's parser ------------------------------------------------------
-
-CELPARSE_SOURCE = HERE / "celparse" / "main.go"
-
-
-def cel_go_version() -> str:
-    """The cel-go version the pinned Kyverno requires (its go.mod), so the grammar is the one Kyverno parses."""
-    module = json.loads(go(["mod", "download", "-json", f"github.com/kyverno/kyverno@{pin('KYVERNO')}"], REPO))
-    upstream = json.loads(go(["mod", "edit", "-json", module["GoMod"]], REPO))
-    (version,) = [r["Version"] for r in upstream["Require"] if r["Path"] == "github.com/google/cel-go"]
-    return version
-
-
-def expressions(policy: dict[str, Any]) -> dict[str, str]:
-    """Every CEL expression of a policy, by where it is."""
-    spec, name = policy["spec"], policy["metadata"]["name"]
-    found = {f"{name}.variables.{v['name']}": v["expression"] for v in spec.get("variables", [])}
-    for i, validation in enumerate(spec.get("validations", [])):
-        found[f"{name}.validations[{i}].expression"] = validation["expression"]
-        if "messageExpression" in validation:
-            found[f"{name}.validations[{i}].messageExpression"] = validation["messageExpression"]
-    for i, mutation in enumerate(spec.get("mutations", [])):
-        found[f"{name}.mutations[{i}]"] = mutation["jsonPatch"]["expression"]
-    for condition in spec.get("conditions", []):
-        found[f"{name}.conditions.{condition['name']}"] = condition["expression"]
-    return found
-
 
 @pytest.mark.tools
 def test_every_cel_expression_parses(tmp_path_factory, inventories):

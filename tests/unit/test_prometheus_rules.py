@@ -15,7 +15,8 @@ import subprocess
 import pytest
 import yaml
 
-from simulation.upstream import tool_bin, versions
+from simulation.go_tools import tool_bin
+from simulation.pins import versions
 from tests.support import REPO, require_tool
 
 RULES_DIR = REPO / "rendered" / "monitoring" / "prometheusrule"

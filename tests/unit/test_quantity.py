@@ -1,6 +1,6 @@
 """Quantities: gpugen's parser against the pinned k8s.io/apimachinery's resource.ParseQuantity, table-driven.
 
-tests/quantity/main.go is built against the apimachinery release of the pinned Kubernetes (v1.Y.Z -> v0.Y.Z,
+tests/oracles/quantity/main.go is built against the apimachinery release of the pinned Kubernetes (v1.Y.Z -> v0.Y.Z,
 from the Go module proxy) and parses the same strings. Each row says what Kubernetes does with the input and
 whether gpugen agrees; the rows where gpugen refuses what ParseQuantity accepts say why, and the test checks
 that reason against ParseQuantity's own output (a wrapped exponent, an int64 overflow in Value()).
@@ -17,15 +17,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support import INVENTORY, REPO
-from simulation.upstream import go_program, unavailable
+from tests.support import INVENTORY, ORACLES, REPO
+from simulation.go_tools import go_program
+from simulation.prerequisites import unavailable
 
 from generator.inventory import InventoryInvalid, load_inventory_text
 from generator.inventory.quantity import MAX_QUANTITY, parse_quantity
 from generator.versions import pin
 from simulation.waiting import ceiling  # noqa: E402
 
-SOURCE = REPO / "tests" / "quantity" / "main.go"
+SOURCE = ORACLES / "quantity" / "main.go"
 
 SAME = "same"  # both accept with the same exact value, or both refuse
 GO_LENIENT = "go-lenient"  # ParseQuantity reads it as 0; outside its documented grammar and the CRD pattern
@@ -65,7 +66,7 @@ def apimachinery_version() -> str:
 
 @pytest.fixture(scope="session")
 def parse_quantity_upstream(tmp_path_factory, apimachinery_version):
-    """tests/quantity built against the pinned apimachinery (cached by version and source hash). A missing Go
+    """tests/oracles/quantity built against the pinned apimachinery (cached by version and source hash). A missing Go
     toolchain skips locally and fails in CI; a failed build always fails."""
     binary = go_program(SOURCE, "gpugen.local/quantity", [f"k8s.io/apimachinery@{apimachinery_version}"],
                         tmp_path_factory)

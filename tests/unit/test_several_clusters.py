@@ -148,7 +148,7 @@ def test_the_platform_breaks_no_rule_and_monitoring_is_refused_for_several_clust
 def test_the_worker_flame_has_flames_policies(trees):
     """tests/policies/cases.yaml sends MultiKueue's copies (resources/multikueue.yaml) to FLAME's policies as the
     worker's ServiceAccount: that stands for the worker flame only while its policies are FLAME's."""
-    from simulation.upstream import load_one, rendered_dir
+    from simulation.manifests import load_one, rendered_dir
     policies = {path: obj for path, obj in trees["flame"].items() if path.startswith("kyverno/")}
     assert policies
     assert policies == {path: load_one(rendered_dir() / path) for path in policies}

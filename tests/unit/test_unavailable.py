@@ -1,4 +1,4 @@
-"""A missing prerequisite raised anywhere (simulation.upstream.Unavailable) skips a test locally and fails it in CI."""
+"""A missing prerequisite raised anywhere (simulation.prerequisites.Unavailable) skips a test locally and fails it in CI."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from simulation.upstream import Unavailable, unavailable
+from simulation.prerequisites import Unavailable, unavailable
 from tests import conftest
 
 

@@ -18,37 +18,21 @@ import time
 import pytest
 import yaml
 
-from tests.journeys.journeys_support import (GPU, USUAL, Timer, sync_as_modelled,  # noqa: F401
-                              no_jobs_left, pods_of_jobset, poll, researcher, submit, trainer_client, wait_pods,
-                              wait_trainjob_complete, wait_workload, workload_of)
-from simulation.kube import ApiError, Client, conditions
-from simulation import flame as flame_mod
+from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,  # noqa: F401
+                              groups, no_jobs_left, notebook_spawner, pods_of_jobset, poll, researcher, submit,
+                              sync_as_modelled, trainer_client, wait_pods, wait_trainjob_complete, wait_workload,
+                              workload_of)
+from simulation.kube import ApiError, conditions
+from simulation import flame as flame_mod, pins
 from simulation.argocd_local import application_settled, describe_application
 from simulation.waiting import ceiling  # noqa: E402
 
-REPO = flame_mod.vs.REPO
+REPO = pins.REPO
 INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
 
-RUNTIME = "torch-gh200"
 # The label kube-apiserver's aggregator puts on the APIServices it registers itself (kube-aggregator's autoregister).
 AGGREGATOR_LABEL = "kube-aggregator.kubernetes.io/automanaged"
-CLASS = "gh200"
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
-
-
-def groups(flame):
-    """(A, B): the two research groups of the seed inventory, in inventory order."""
-    a, b = list(flame.inventory.groups)[:2]
-    return a, b
-
-
-def cluster_queue_usage(flame, group):
-    cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", group)
-    out = {}
-    for fl in cq.get("status", {}).get("flavorsReservation", []) or []:
-        for res in fl["resources"]:
-            out[(fl["name"], res["name"])] = (res.get("total", "0"), res.get("borrowed", "0"))
-    return out
 
 
 def class_nodes(flame):
@@ -293,25 +277,6 @@ def test_5_plain_job_gets_the_pvcs_and_counts_against_the_same_quota(flame_clust
 
 # ---------------------------------------------------------------- 6. refusals
 
-def _spawner(flame, ns) -> Client:
-    """A notebook spawner's identity (e.g. JupyterHub's service account) allowed to create Pods and Deployments
-    in `ns`: set up by the harness, not part of the rendered platform."""
-    sa = "notebook-spawner"
-    flame.admin.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}})
-    flame.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                       "metadata": {"name": sa, "namespace": ns},
-                       "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]},
-                                 {"apiGroups": ["apps"], "resources": ["deployments"],
-                                  "verbs": ["create", "get", "list", "delete"]}]})
-    flame.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                       "metadata": {"name": sa, "namespace": ns},
-                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
-                       "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
-    from simulation.cluster import service_account_kubeconfig
-    return Client.from_kubeconfig(service_account_kubeconfig(flame.plane, flame.work / "spawner" / f"{ns}.kubeconfig",
-                                                             ns, sa))
-
-
 def test_6_live_webhooks_refuse_a_bare_gpu_pod_and_a_trainjob_outside_the_group(flame_cluster):
     flame = flame_cluster
     a, b = groups(flame)
@@ -322,7 +287,7 @@ def test_6_live_webhooks_refuse_a_bare_gpu_pod_and_a_trainjob_outside_the_group(
                                     "resources": {"limits": {GPU: "1"}}}]}}
     with Timer("6 refusals"):
         with pytest.raises(ApiError) as refused:
-            _spawner(flame, ns).create(pod)
+            notebook_spawner(flame, ns).create(pod)
         assert refused.value.status in (400, 403)
         assert "gpu-pods-from-jobs" in refused.value.message or "only through a Job or TrainJob" in \
             refused.value.message, refused.value.message
@@ -353,7 +318,7 @@ def test_7_notebook_deployment_runs_untouched_by_kueue(flame_cluster):
     flame = flame_cluster
     a, _ = groups(flame)
     ns = researcher(flame, a).namespaces[0]
-    spawner = _spawner(flame, ns)
+    spawner = notebook_spawner(flame, ns)
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "notebook", "namespace": ns},
            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "notebook"}},
                     "template": {"metadata": {"labels": {"app": "notebook"}}, "spec": {"containers": [{

@@ -18,7 +18,7 @@ import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-from simulation import upstream as vs  # noqa: E402
+from simulation import manifests, prerequisites  # noqa: E402
 from simulation import flame as flame_mod  # noqa: E402
 from simulation.kube import Client, conditions, poll  # noqa: E402
 from simulation.processes import leftover_processes  # noqa: E402
@@ -34,6 +34,9 @@ GPU = "nvidia.com/gpu"
 # each wait on one ends at ceiling(USUAL), or when nothing moved (simulation/waiting.py).
 USUAL = 15.0
 TIMINGS: dict[str, float] = {}
+# The seed inventory's GPU class and its runtime, which the journeys submit to.
+CLASS = "gh200"
+RUNTIME = "torch-gh200"
 
 
 class FlameStarter:
@@ -107,7 +110,7 @@ def flame_session(tmp_path_factory, request):
         flame = starter.get()
     except flame_mod.ToolMissing as e:
         stop_flame()
-        vs.unavailable(str(e))
+        prerequisites.unavailable(str(e))
     except BaseException:
         stop_flame()
         raise
@@ -152,6 +155,40 @@ def researcher(flame, group: str):
         pytest.xfail(f"the inventory lists no identities for group {group}: the rendered RBAC binds no researcher "
                      "to its namespaces (per-group RoleBindings from `identities`), and journeys never run as admin")
     return r
+
+
+def groups(flame):
+    """(A, B): the two research groups of the seed inventory, in inventory order."""
+    a, b = list(flame.inventory.groups)[:2]
+    return a, b
+
+
+def cluster_queue_usage(flame, group):
+    cq = flame.admin.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", group)
+    out = {}
+    for fl in cq.get("status", {}).get("flavorsReservation", []) or []:
+        for res in fl["resources"]:
+            out[(fl["name"], res["name"])] = (res.get("total", "0"), res.get("borrowed", "0"))
+    return out
+
+
+def notebook_spawner(flame, ns) -> Client:
+    """A notebook spawner's identity (e.g. JupyterHub's service account) allowed to create Pods and Deployments
+    in `ns`: set up by the harness, not part of the rendered platform."""
+    sa = "notebook-spawner"
+    flame.admin.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}})
+    flame.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                       "metadata": {"name": sa, "namespace": ns},
+                       "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]},
+                                 {"apiGroups": ["apps"], "resources": ["deployments"],
+                                  "verbs": ["create", "get", "list", "delete"]}]})
+    flame.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                       "metadata": {"name": sa, "namespace": ns},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+                       "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
+    from simulation.cluster import service_account_kubeconfig
+    return Client.from_kubeconfig(service_account_kubeconfig(flame.plane, flame.work / "spawner" / f"{ns}.kubeconfig",
+                                                             ns, sa))
 
 
 def trainer_client(r, namespace: str | None = None):
@@ -244,7 +281,8 @@ def modelled_tasks(flame, inventory_file: pathlib.Path) -> list[tuple]:
                                prune_last="PruneLast=true" in application["spec"]["syncPolicy"]["syncOptions"],
                                destination_namespace=application["spec"]["destination"].get("namespace", ""))
     # Kinds the Application manages now (what it may have to prune), as the controller's cluster cache knows them.
-    model.kinds |= {(o["apiVersion"], o["kind"]) for o in vs.tree_objects(flame.argocd.repo.checkout / "rendered")}
+    rendered = flame.argocd.repo.checkout / "rendered"
+    model.kinds |= {(o["apiVersion"], o["kind"]) for o in manifests.tree_objects(rendered)}
     return model.task_list(desired)
 
 

@@ -13,10 +13,10 @@ import yaml
 
 from generator.inventory.duration import seconds
 
-from tests.journeys.journeys_support import (GPU, USUAL, Timer, long_job, no_jobs_left, poll,  # noqa: F401
-                                             researcher, submit, trainer_client, wait_workload, workload_of)
+from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,  # noqa: F401
+                                             groups, long_job, no_jobs_left, poll, researcher, submit,
+                                             trainer_client, wait_workload, workload_of)
 from tests.support.inventories import edited, setting, write
-from tests.journeys.test_journeys import CLASS, RUNTIME, cluster_queue_usage, groups
 from simulation.kube import ApiError, conditions
 from simulation.waiting import ceiling  # noqa: E402
 
@@ -89,7 +89,7 @@ def test_c2_priorities_deadline_goes_ahead_and_a_group_without_it_is_refused(fla
         # B may not name deadline: refused through the SDK, with the priorities it may use.
         from kubeflow.trainer import CustomTrainer
         from kubeflow.trainer.options import Labels
-        from tests.journeys.journeys_support import train_fn
+        from tests.flame.flame_support import train_fn
         with pytest.raises(Exception) as refusal:
             trainer_client(rb).train(runtime=RUNTIME, trainer=CustomTrainer(func=train_fn),
                                      options=[Labels({PRIORITY: "deadline"})])

@@ -1,5 +1,5 @@
 """Monitoring and accounting on the simulated FLAME, after the journeys (this module runs last on the cluster,
-tests/run.py): the site's real Prometheus (simulation/prometheus.py) scrapes the real controllers as the rendered
+tests/flame/conftest.py): the site's real Prometheus (simulation/prometheus.py) scrapes the real controllers as the rendered
 ServiceMonitors say, evaluates the rendered rules on their metrics, and the GPU-hours it and `gpugen report`
 give per group match what Kueue's Workloads held (simulation/ledger.py), to within one scrape interval per
 spell of reserved quota."""
@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from generator.cli import main as gpugen
 from generator.inventory import duration
-from tests.journeys.journeys_support import poll
+from tests.flame.flame_support import poll
 from simulation.waiting import REQUEST, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.tools

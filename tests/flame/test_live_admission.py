@@ -1,6 +1,6 @@
 """The guardrails of issue 14 as Kyverno's admission controller applies them in the simulated FLAME
 (simulation: the pinned kube-apiserver, the released kyverno-controller with the rendered policies, Kueue,
-JobSet, Trainer), with images from the test registry (tests/policies/registry). The same decisions as the CLI
+JobSet, Trainer), with images from the test registry (tests/oracles/registry). The same decisions as the CLI
 cases in tests/unit/test_policies.py, now from the API server's answer to a researcher's request."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.journeys.journeys_support import poll, researcher  # noqa: E402,F401
+from tests.flame.flame_support import notebook_spawner, poll, researcher  # noqa: E402,F401
 from simulation.kube import ApiError  # noqa: E402
 from tests.support.inventories import edited, setting, write
 from tests.support.registry import HUB_REGISTRY, LOCALHOST_REGISTRY, REGISTRY, with_test_registry
@@ -113,8 +113,7 @@ def test_live_gpu_visibility_and_ownership(flame_cluster):
     flame.admin.delete("jobset.x-k8s.io/v1alpha2", "JobSet", "live-parent", ns)
 
     # A notebook spawner's CPU-only pod is admitted with NVIDIA_VISIBLE_DEVICES=void in every container.
-    from tests.journeys.test_journeys import _spawner
-    spawner = _spawner(flame, ns)
+    spawner = notebook_spawner(flame, ns)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "live-notebook", "namespace": ns},
            "spec": {"containers": [{"name": "notebook", "image": image}]}}
     created = spawner.create(pod)

@@ -19,7 +19,7 @@ import sys
 
 import yaml
 
-from tests.journeys.journeys_support import (GPU, USUAL, Timer, assert_model_agrees, long_job, modelled_tasks,  # noqa: F401
+from tests.flame.flame_support import (GPU, USUAL, Timer, assert_model_agrees, long_job, modelled_tasks,  # noqa: F401
                               no_jobs_left, poll, researcher, submit, sync_as_modelled, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
 from tests.support.inventories import edited, write
