@@ -123,6 +123,18 @@ def counted(gpu_class: GpuClass, count: int | str) -> str:
     return f"{count} x {name}" if gpu_class.accelerator.unit else f"{count} {name}s"
 
 
+def sdk_name(gpu_class: GpuClass) -> str:
+    """The key (quoted, as Python) a researcher writes in the Kubeflow SDK's resources_per_node for the class's
+    resource: the SDK 0.5 maps "gpu" to nvidia.com/gpu and "mig-<profile>" to nvidia.com/mig-<profile>, and
+    passes other names through (kubeflow/trainer/backends/kubernetes/utils.py, get_resources_per_node)."""
+    name = gpu_class.accelerator.resource
+    if name == NVIDIA_GPU:
+        return '"gpu"'
+    if mig_profile(name) is not None:
+        return f'"mig-{mig_profile(name)}"'
+    return f'"{name}"'
+
+
 def trainer_counts_as_gpus(resource_name: str) -> bool:
     """Whether Trainer's torch plugin counts the resource as GPUs and lets torchrun pick one process per visible
     device (pkg/runtime/runtime.go numGPU: the lower-cased name contains "gpu"); otherwise it starts one process
