@@ -31,6 +31,8 @@ ELSEWHERE = "{elsewhere}"
 FLAVOR_MAX_NODE_LABELS = 8
 FLAVOR_MAX_TOLERATIONS = 8
 CLUSTER_QUEUE_MAX_FLAVORS = 64
+# ...and the resources it covers: cpu, memory, pods and each of the group's classes' accelerator resources.
+CLUSTER_QUEUE_MAX_RESOURCES = 64
 
 # Variables the seed page promises; each must point under the home mount so caches survive pod restarts.
 REQUIRED_CACHE_ENV = ("HF_HOME", "TORCH_HOME", "PIP_CACHE_DIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR")
@@ -257,6 +259,11 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
                 f"allocations on {len(group.allocations)} classes; the group's ClusterQueue lists each class's "
                 f"flavor in one resource group (they cover the same resources), and Kueue holds at most "
                 f"{CLUSTER_QUEUE_MAX_FLAVORS} flavors there")
+        kinds = {accelerators.resource(inventory.classes[c]) for c in group.allocations if c in inventory.classes}
+        if len(kinds) + 3 > CLUSTER_QUEUE_MAX_RESOURCES:
+            yield ("groups", name, "allocations"), (
+                f"allocations on classes of {len(kinds)} accelerator resources; the group's ClusterQueue covers "
+                f"each with cpu, memory and pods, and Kueue holds at most {CLUSTER_QUEUE_MAX_RESOURCES} resources there")
         for class_name, allocation in group.allocations.items():
             where = ("groups", name, "allocations", class_name)
             if class_name not in inventory.classes:
