@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from generator.limits import label_key_problem  # a qualified name's grammar, a label key's
+
 # The models import this module to validate a class's resource, so the functions below take a GpuClass or an
 # Inventory without importing their types.
 GpuClass = Inventory = Any
@@ -46,8 +48,6 @@ def extended_resource_problem(name: str) -> str | None:
     """What keeps `name` from being a Kubernetes extended resource name (apimachinery's
     IsExtendedResourceName: a qualified name with a domain, outside kubernetes.io, not starting with requests.,
     and requests.<name> a qualified name too), or None."""
-    from generator.limits import label_key_problem  # the qualified-name grammar of label keys
-
     prefix, slash, _ = name.partition("/")
     if not slash:
         return f"{name!r} has no domain: an extended resource is <domain>/<name>, e.g. nvidia.com/gpu"
