@@ -186,7 +186,7 @@ def report(inventory_path: Path, prometheus_url: str, period: Period, output_for
         if not path.parent.is_dir():
             raise OutputRefused(f"{path}: no such directory")
     client = Prometheus(prometheus_url)
-    series = usage.collect(client.query_range(usage.usage_query(), period, progress))
+    series = usage.collect(client.query_range(usage.usage_query(inventory), period, progress))
     result = usage.usage_report(inventory, period, series, client.url)
     text = report_output.csv_text(result) if output_format == "csv" else report_output.table(result)
     if chart is not None:

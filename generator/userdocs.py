@@ -14,7 +14,7 @@ from string import Template
 
 from generator.builders import grafana
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
-from generator.inventory import clusters, duration
+from generator.inventory import accelerators, clusters, duration
 from generator.inventory.models import GpuClass, Inventory
 from generator.inventory.contract import allowed_priorities, default_priority, reachable, walltime_seconds
 from generator.inventory.naming import flavor_name, runtime_name
@@ -35,10 +35,16 @@ def _count(number: int, noun: str) -> str:
 def _runtime_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> str:
     storage = inventory.cluster.storage
     per_node = gpu_class.perNode
+    sdk_name = accelerators.sdk_name(gpu_class)
     two_nodes = ""
     if gpu_class.nodes >= 2:
-        two_nodes = _template("two-nodes.md").substitute(gpus_per_node=_count(per_node.gpus, "GPU"), gpus=per_node.gpus)
+        two_nodes = _template("two-nodes.md").substitute(gpus_per_node=accelerators.counted(gpu_class, per_node.gpus),
+                                                         gpus=per_node.gpus, sdk_name=sdk_name)
     return _template("runtime-section.md").substitute(
+        ask_intro=_ask_intro(gpu_class),
+        sdk_name=sdk_name,
+        resource=accelerators.resource(gpu_class),
+        kind_note=_kind_note(gpu_class),
         runtime=runtime_name(name),
         description=f"{gpu_class.description}.\n\n" if gpu_class.description else "",
         class_name=name,
@@ -47,10 +53,10 @@ def _runtime_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> st
         image=gpu_class.image,
         num_nodes=gpu_class.numNodes,
         nodes=_count(gpu_class.nodes, "node"),
-        gpus_per_node=_count(per_node.gpus, "GPU"),
+        gpus_per_node=accelerators.counted(gpu_class, per_node.gpus),
         cpu_per_node=per_node.cpu,
         memory_per_node=per_node.memory,
-        total_gpus=_count(per_node.gpus * gpu_class.nodes, "GPU"),
+        total_gpus=accelerators.counted(gpu_class, per_node.gpus * gpu_class.nodes),
         node_selector=", ".join(f"`{key}={value}`" for key, value in sorted(gpu_class.nodeSelector.items())),
         env_rows="\n".join(f"| `{var}` | `{value}` |" for var, value in inventory.cluster.cacheEnv.items()),
         home_path=storage.home.mountPath,
@@ -59,6 +65,36 @@ def _runtime_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> st
         workspace_claim=storage.workspace.claimName,
         two_nodes=two_nodes,
     )
+
+
+def _ask_intro(gpu_class: GpuClass) -> str:
+    """How the section asks for the class's accelerator (whole NVIDIA GPUs: the page as it always was)."""
+    resource = accelerators.resource(gpu_class)
+    if resource == accelerators.NVIDIA_GPU and not gpu_class.accelerator.unit:
+        return "The runtime requests no GPU: ask for GPUs per node. One GPU:"
+    return (f"The runtime requests no accelerator: ask for `{resource}` per node, counted in units of one "
+            f"{accelerators.unit(gpu_class)} (`{accelerators.sdk_name(gpu_class)}` in the SDK). One unit:")
+
+
+def _kind_note(gpu_class: GpuClass) -> str:
+    """What a researcher must know of the class's kind of accelerator, after the per-node limit."""
+    kind = accelerators.kind(gpu_class)
+    if kind == "time-sliced":
+        return (f" Each GPU is shared {gpu_class.accelerator.timeSlicing.replicas} ways in turn, without memory "
+                "isolation: ask for 1 unless you know your job spreads over several GPUs.")
+    if accelerators.trainer_counts_as_gpus(accelerators.resource(gpu_class)):
+        return ""
+    device = " (a CUDA process uses one MIG device)" if kind == "mig" else ""
+    return (f" Your job starts one process per unit it asks for{device}: the platform sets `numProcPerNode` "
+            "when you set none.")
+
+
+def _hardware(gpu_class: GpuClass) -> str:
+    """`nodes × units` of the runtime table, with the unit where it is not a whole NVIDIA GPU."""
+    shown = f"{gpu_class.nodes} × {gpu_class.perNode.gpus}"
+    if accelerators.resource(gpu_class) == accelerators.NVIDIA_GPU and not gpu_class.accelerator.unit:
+        return shown
+    return f"{shown} ({accelerators.unit(gpu_class)}, `{accelerators.resource(gpu_class)}`)"
 
 
 def runtimes_page(inventory: Inventory, source: str) -> str:
@@ -117,7 +153,7 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
                            ("| runtime | GPU class | CPU architecture | default image | nodes × GPUs |"
                             "\n|---|---|---|---|---|"),
         runtime_rows="\n".join(f"| `{runtime_name(name)}` | `{name}` |{f' `{c.cluster}` |' if several else ''} "
-                               f"`{c.arch}` | `{c.image}` | {c.nodes} × {c.perNode.gpus} |" for name, c in classes),
+                               f"`{c.arch}` | `{c.image}` | {_hardware(c)} |" for name, c in classes),
         runtime_sections="\n".join(_runtime_section(inventory, name, gpu_class) for name, gpu_class in classes),
         allocation_rows="\n".join(allocation_rows),
         platforms=", ".join(f"`linux/{c.arch}` for `{runtime_name(name)}`" for name, c in classes),

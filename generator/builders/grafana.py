@@ -33,6 +33,7 @@ from generator.builders.prometheus import (COMPONENT_LABEL, NOT_FOLLOWER, promql
                                           promql_string)
 from generator.inventory.models import Group, Inventory, ResourceAmounts
 # The dashboards' uids, their ConfigMaps' names, come from inventory/naming.py (UID_MAX for the tests' sake).
+from generator.inventory import accelerators
 from generator.inventory.contract import allocated_pods
 from generator.inventory.naming import KUBERNETES_RESOURCE, UID_MAX, flavor_name, group_uid, platform_uid  # noqa: F401
 from generator.kinds import CORE
@@ -53,6 +54,15 @@ DCGM_UTILISATION = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_MEMORY_USED = "DCGM_FI_DEV_FB_USED"
 DCGM_MODEL_LABEL = "modelName"
 DCGM_GPU_LABEL = "UUID"
+# The MIG profile of a MIG instance's series (the exporter's GPU_I_PROFILE, beside GPU_I_ID).
+DCGM_MIG_PROFILE_LABEL = "GPU_I_PROFILE"
+
+
+def _units(gpu_class) -> str:
+    """What a class's panels count: GPUs, or the class's own units (`1g.10gb MIG slices`)."""
+    if accelerators.resource(gpu_class) == accelerators.NVIDIA_GPU and not gpu_class.accelerator.unit:
+        return "GPUs"
+    return accelerators.unit_plural(gpu_class)
 
 
 # ------------------------------------------------------------------ names
@@ -236,7 +246,6 @@ def _ref_id(index: int) -> str:
 def _platform(inventory: Inventory, panels: _Panels) -> Builder:
     cluster = inventory.cluster
     all_queues = sorted(_cluster_queue_name(inventory, name, group) for name, group in inventory.groups.items())
-    gpu = KUBERNETES_RESOURCE["gpus"]
     board = panels.new_dashboard(
         inventory, f"{cluster.name}: GPU platform", platform_uid(inventory),
         f"GPUs admitted per class, the queues and the controllers of {cluster.name} (rendered by gpugen from "
@@ -245,6 +254,7 @@ def _platform(inventory: Inventory, panels: _Panels) -> Builder:
     board.with_row(panels.row("GPUs by class"))
     for class_name, gpu_class in sorted(inventory.classes.items()):
         flavor = flavor_name(class_name, gpu_class)
+        gpu, units = accelerators.resource(gpu_class), _units(gpu_class)
         queues = _groups_on(inventory, class_name)
         queries = [(f"vector({gpu_class.nodes * gpu_class.perNode.gpus})", "capacity (inventory)")]
         if queues:
@@ -252,10 +262,10 @@ def _platform(inventory: Inventory, panels: _Panels) -> Builder:
                        (_class_total("kueue_cluster_queue_nominal_quota", queues, flavor, gpu),
                         "nominal quota (all groups)"), *queries]
         board.with_panel(panels.timeseries(
-            f"{class_name}: GPUs admitted vs nominal quota", queries, "none",
-            description=f"GPUs Kueue has admitted on flavor {flavor} summed over the groups allocated on "
+            f"{class_name}: {units} admitted vs nominal quota", queries, "none",
+            description=f"{units} Kueue has admitted on flavor {flavor} summed over the groups allocated on "
                         f"{class_name} ({', '.join(queues) or 'none'}), against their nominal quotas summed and "
-                        f"the class's {gpu_class.nodes} nodes x {gpu_class.perNode.gpus} GPUs."))
+                        f"the class's {gpu_class.nodes} nodes x {gpu_class.perNode.gpus} {units}."))
 
     board.with_row(panels.row("Queues"))
     board.with_panel(panels.timeseries(
@@ -284,9 +294,13 @@ def _platform(inventory: Inventory, panels: _Panels) -> Builder:
         utilisation, memory = [], []
         for class_name, gpu_class in sorted(inventory.classes.items()):
             product = gpu_class.nodeSelector.get(cluster.gpuClassLabel)
-            if product is None:
+            # DCGM reports NVIDIA's GPUs only; a MIG instance's series carry its profile in GPU_I_PROFILE.
+            if product is None or accelerators.vendor(accelerators.resource(gpu_class)) != "nvidia.com":
                 continue
             model = _match(DCGM_MODEL_LABEL, dcgm_model_regex(product))
+            profile = accelerators.mig_profile(accelerators.resource(gpu_class))
+            if profile is not None:
+                model += ", " + _match(DCGM_MIG_PROFILE_LABEL, promql_literal_regex(profile))
             utilisation.append((f"avg(max by ({DCGM_GPU_LABEL}) ({_selector(DCGM_UTILISATION, model)}))", class_name))
             memory.append((f"sum(max by ({DCGM_GPU_LABEL}) ({_selector(DCGM_MEMORY_USED, model)}))", class_name))
         board.with_panel(panels.timeseries(
@@ -339,6 +353,9 @@ def _group(inventory: Inventory, group_name: str, group: Group, panels: _Panels)
         board.with_row(panels.row(f"{class_name} (flavor {flavor})"))
         for field, (title, unit) in RESOURCES.items():
             resource = KUBERNETES_RESOURCE[field]
+            if field == "gpus":
+                gpu_class = inventory.classes[class_name]
+                resource, title = accelerators.resource(gpu_class), _units(gpu_class)
             queries = [
                 (_quota("kueue_cluster_queue_resource_usage", cluster_queue, flavor, resource), "admitted"),
                 (_quota("kueue_cluster_queue_nominal_quota", cluster_queue, flavor, resource), "nominal quota"),

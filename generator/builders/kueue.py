@@ -13,13 +13,22 @@ from typing import Any
 from generator.builders.common import metadata
 from generator.inventory.models import Allocation, GpuClass, Group, Inventory, Priority, ResourceAmounts
 from generator.kinds import KUEUE, KUEUE_CONFIG
+from generator.inventory import accelerators
 from generator.inventory.contract import allocated_pods
 from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, NAMESPACE_NAME_LABEL, flavor_name, research_namespaces)
 
 API_VERSION = KUEUE.api_version
-# One resource group; `pods` guarantees every pod set gets a flavor even when it asks for no GPU.
-# Each flavor must list its resources in exactly this order (Kueue webhook rule).
-COVERED_RESOURCES = tuple(KUBERNETES_RESOURCE.values())
+def covered_resources(inventory: Inventory, group: Group) -> list[str]:
+    """What a group's ClusterQueue covers, in this order: cpu, memory, the accelerator resource of each of its
+    classes, pods. One resource group: `pods` gives every pod set a flavor even when it asks for no accelerator, a
+    resource sits in at most one group and CPU and memory are every flavor's. Each flavor lists them in exactly
+    this order (Kueue's webhook) and gives the other classes' accelerators a quota of 0: a job asking for one
+    class's accelerator never fits another class's flavor."""
+    held = {accelerators.resource(inventory.classes[name]) for name in group.allocations if name in inventory.classes}
+    covered = []
+    for field, resource in KUBERNETES_RESOURCE.items():
+        covered += [r for r in accelerators.resources(inventory) if r in held] if field == "gpus" else [resource]
+    return covered
 
 
 def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) -> dict[str, Any]:
@@ -35,9 +44,15 @@ def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) 
     }
 
 
-def _flavor_resources(allocation: Allocation, gpu_class: GpuClass) -> list[dict[str, Any]]:
+def _flavor_resources(allocation: Allocation, gpu_class: GpuClass, covered: list[str]) -> list[dict[str, Any]]:
+    own = accelerators.resource(gpu_class)
+    field_of = {resource: field for field, resource in KUBERNETES_RESOURCE.items() if field != "gpus"} | {own: "gpus"}
     resources = []
-    for field, resource in KUBERNETES_RESOURCE.items():
+    for resource in covered:
+        field = field_of.get(resource)
+        if field is None:  # another class's accelerator
+            resources.append({"name": resource, "nominalQuota": "0"})
+            continue
         nominal = allocated_pods(allocation, gpu_class) if field == "pods" else getattr(allocation, field)
         entry: dict[str, Any] = {"name": resource, "nominalQuota": str(nominal)}
         for kind in ("borrowingLimit", "lendingLimit"):
@@ -53,9 +68,10 @@ def cluster_queue(inventory: Inventory, group_name: str, group: Group, admission
                   ) -> dict[str, Any]:
     """`admission_check`: the check every workload of the queue must pass, for all its flavors (MultiKueue's,
     on the manager of several clusters: Kueue refuses one limited to some flavors)."""
+    covered = covered_resources(inventory, group)
     flavors = [
         {"name": flavor_name(class_name, inventory.classes[class_name]),
-         "resources": _flavor_resources(allocation, inventory.classes[class_name])}
+         "resources": _flavor_resources(allocation, inventory.classes[class_name], covered)}
         for class_name, allocation in sorted(group.allocations.items())
     ]
     spec: dict[str, Any] = {}
@@ -65,7 +81,7 @@ def cluster_queue(inventory: Inventory, group_name: str, group: Group, admission
     spec["namespaceSelector"] = {"matchExpressions": [{
         "key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(group.namespaces),
     }]}
-    spec["resourceGroups"] = [{"coveredResources": list(COVERED_RESOURCES), "flavors": flavors}]
+    spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
     # Server-side defaults (Kueue v1beta2 CRD), written out so Argo CD sees no drift.
     spec["queueingStrategy"] = "BestEffortFIFO"
     spec["stopPolicy"] = "None"

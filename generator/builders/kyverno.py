@@ -13,15 +13,18 @@ The seed page promises things no runtime can enforce on its own; these policies 
   and stays on the job.
 - job-ownership: only the Trainer and JobSet controllers give a TrainJob, JobSet or Job a controller owner
   (Kueue never suspends a job owned by a job it admitted).
-- gpu-pods-from-jobs: only the Job controller creates Pods that request nvidia.com/gpu.
+- gpu-pods-from-jobs: only the Job controller creates Pods that request a class's accelerator (nvidia.com/gpu).
 - gpu-visibility (ValidatingPolicy) and pod-gpu-visibility (MutatingPolicy): no container sees GPUs it did
-  not request: device-selection variables and CDI annotations are the device plugin's, and every container
-  without a GPU request gets NVIDIA_VISIBLE_DEVICES=void over its image's default.
+  not request: device-selection variables (of every vendor the classes have) and CDI annotations are the device
+  plugin's, and every container without a GPU request gets NVIDIA_VISIBLE_DEVICES=void over its image's default.
 - trainjob-image-arch: an image a TrainJob sets must offer the platform of its runtime's class.
 - job-defaults (MutatingPolicy): a new TrainJob or Job without a priority class or walltime label gets its
   group's default ones, and a Job a finished-job TTL.
+- trainjob-processes (MutatingPolicy; only for classes whose resource Trainer does not count as GPUs, such as MIG
+  slices and Gaudi cards): a new TrainJob that sets no numProcPerNode gets one process per requested unit.
 - job-limits: a new TrainJob or Job that could never run is refused at submission (more GPUs, CPU or memory per
-  node than a node of its class has, more nodes than the class has, more GPUs than its group can ever hold), and
+  node than a node of its class has, more nodes than the class has, more GPUs than its group can ever hold; with
+  several accelerator kinds, two kinds at once or another kind than its class's), and
   so is a priority class the group may not use, a walltime over its maximum, or a priorityClassName on any pod
   (the scheduler would preempt other groups' pods outside Kueue's accounting).
 
@@ -52,7 +55,7 @@ from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.components.kyverno.settings import DOCKER_HUB_NAMES
 from generator.inventory.models import Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
-from generator.inventory import duration
+from generator.inventory import accelerators, duration
 from generator.inventory.contract import JOB_LIMITS
 from generator.inventory.naming import (GPU_RESOURCE, NAMESPACE_NAME_LABEL, controller_identities, research_namespaces, runtime_name)
 
@@ -65,7 +68,6 @@ PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations", "nodeName", "sche
 # What the NVIDIA container toolkit reads to pick devices: with the device plugin's default envvar strategy,
 # NVIDIA_VISIBLE_DEVICES=all in a container's environment exposes every GPU of the node.
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
-DEVICE_ENV = (VISIBLE_DEVICES, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS")
 NO_DEVICES = "void"  # the toolkit's value for "no GPU"
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"  # containerd and CRI-O inject the CDI devices these annotations name
 # A Job's controller owner that Kueue does not manage: the CronJob controller's Jobs are queued themselves.
@@ -83,6 +85,7 @@ MUTATE_GPU_VISIBILITY = "pod-gpu-visibility"
 IMAGE_ARCH = "trainjob-image-arch"
 DEFAULTS = "job-defaults"
 LIMITS = "job-limits"
+PROCESSES = "trainjob-processes"
 FINISHED_TRAINJOBS = "finished-trainjobs"
 # Kueue's labels for a job's WorkloadPriorityClass and maximum execution time (seconds).
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -144,11 +147,29 @@ def _expand(text: str, depth: int = 0) -> str:
     return _CALL.sub(call, text)
 
 
+# The fragments an inventory whose classes request other accelerators than whole NVIDIA GPUs uses in place of the
+# ones written for nvidia.com/gpu alone, which an inventory of whole NVIDIA GPUs keeps (its policies unchanged).
+GENERAL = {"requestsGpu": "requestsAccelerator", "gpuUnits": "acceleratorUnits", "gpuWord": "unitWord"}
+
+
+def general(inventory: Inventory) -> bool:
+    """Whether the policies need GENERAL's fragments: a class requests another resource than nvidia.com/gpu."""
+    return accelerators.resources(inventory) != [accelerators.NVIDIA_GPU]
+
+
+def _accelerator_params(inventory: Inventory) -> dict[str, Any]:
+    """The placeholders of requestsGpu (or its general form): the one resource, or every class's."""
+    return {"accelerators": accelerators.resources(inventory)} if general(inventory) else {"gpu": GPU_RESOURCE}
+
+
 @lru_cache(maxsize=None)
-def _template(policy: str) -> str:
+def _template(policy: str, general_form: bool = False) -> str:
     """The CEL template of `policy` (a YAML mapping of variables, validations or patch), with its shared
-    fragments in place."""
-    return _expand((_TEMPLATES / f"{policy}.yaml").read_text(encoding="utf-8"))
+    fragments in place (GENERAL's in the general form)."""
+    text = (_TEMPLATES / f"{policy}.yaml").read_text(encoding="utf-8")
+    if general_form:
+        text = _CALL.sub(lambda m: f"@{GENERAL.get(m[1], m[1])}({m[2]})", text)
+    return _expand(text)
 
 
 def fill(template: str, **params: Any) -> dict[str, Any]:
@@ -380,16 +401,21 @@ def job_ownership(inventory: Inventory) -> dict[str, Any]:
 # --- 7. GPU Pods only from Jobs ------------------------------------------------------------------------
 
 
+def _requested_resources(inventory: Inventory) -> str:
+    return " or ".join(accelerators.resources(inventory))
+
+
 def gpu_pods_from_jobs(inventory: Inventory) -> dict[str, Any]:
+    resources = _requested_resources(inventory)
     cel_ = fill(
-        _template(GPU_PODS),
-        gpu=GPU_RESOURCE,
+        _template(GPU_PODS, general(inventory)),
         jobController=controller_identities(inventory).job,
-        message=(f"Pods may request {GPU_RESOURCE} only through a Job or TrainJob that Kueue admits: "
+        message=(f"Pods may request {resources} only through a Job or TrainJob that Kueue admits: "
                  f"submit a TrainJob ({use_runtimes(inventory)}) or a batch Job instead of a bare Pod, "
                  "Deployment or StatefulSet"),
+        **_accelerator_params(inventory),
     )
-    description = f"Only the Job controller creates Pods that request {GPU_RESOURCE} in a research namespace."
+    description = f"Only the Job controller creates Pods that request {resources} in a research namespace."
     return _validating(inventory, GPU_PODS, description, _match(inventory, _pods(["CREATE"])), cel_, pods=True)
 
 
@@ -397,22 +423,23 @@ def gpu_pods_from_jobs(inventory: Inventory) -> dict[str, Any]:
 
 
 def gpu_visibility(inventory: Inventory) -> dict[str, Any]:
-    gpus = f"resources.limits {GPU_RESOURCE}"
+    gpus = f"resources.limits {_requested_resources(inventory)}"
+    device_env = accelerators.device_env(inventory)
     cel_ = fill(
-        _template(GPU_VISIBILITY),
-        deviceEnv=DEVICE_ENV,
+        _template(GPU_VISIBILITY, general(inventory)),
+        deviceEnv=device_env,
         visibleDevices=VISIBLE_DEVICES,
         noDevices=NO_DEVICES,
-        gpu=GPU_RESOURCE,
         cdiPrefix=CDI_ANNOTATION_PREFIX,
-        deviceEnvList="/".join(DEVICE_ENV),
+        deviceEnvList="/".join(device_env),
         envTail=(f": the device plugin sets them for the GPUs a container requests, so ask for GPUs with {gpus} "
                  f"({use_runtimes(inventory)}, resourcesPerNode in a TrainJob)"),
         cdiTail=f": CDI devices are the device plugin's to inject; ask for GPUs with {gpus}",
         ephemeralTail=(f" must set {VISIBLE_DEVICES}={NO_DEVICES}, or it sees every GPU of the node: "
                        f"kubectl debug --env {VISIBLE_DEVICES}={NO_DEVICES} ..."),
+        **_accelerator_params(inventory),
     )
-    description = (f"No container sets {', '.join(DEVICE_ENV)} (except {VISIBLE_DEVICES}={NO_DEVICES} without a "
+    description = (f"No container sets {', '.join(device_env)} (except {VISIBLE_DEVICES}={NO_DEVICES} without a "
                    f"GPU request) and no pod template carries {CDI_ANNOTATION_PREFIX}* annotations: a container "
                    "sees only the GPUs it requests.")
     operations = ["CREATE", "UPDATE"]
@@ -423,16 +450,16 @@ def gpu_visibility(inventory: Inventory) -> dict[str, Any]:
 
 def pod_gpu_visibility(inventory: Inventory) -> dict[str, Any]:
     cel_ = fill(
-        _template(MUTATE_GPU_VISIBILITY),
+        _template(MUTATE_GPU_VISIBILITY, general(inventory)),
         void={"name": VISIBLE_DEVICES, "value": NO_DEVICES},
         fields=["containers", "initContainers"],
-        gpu=GPU_RESOURCE,
         visibleDevices=VISIBLE_DEVICES,
         noDevices=NO_DEVICES,
+        **_accelerator_params(inventory),
     )
     description = (f"Sets {VISIBLE_DEVICES}={NO_DEVICES} in every container and init container of a Pod in a "
-                   f"research namespace that requests no {GPU_RESOURCE}, over the image's default (CUDA images say "
-                   "all, which the NVIDIA runtime would honour).")
+                   f"research namespace that requests no {_requested_resources(inventory)}, over the image's "
+                   "default (CUDA images say all, which the NVIDIA runtime would honour).")
     return _mutating(inventory, MUTATE_GPU_VISIBILITY, description, _match(inventory, _pods(["CREATE"])), cel_)
 
 
@@ -512,13 +539,24 @@ def job_defaults(inventory: Inventory) -> dict[str, Any]:
 def job_limits(inventory: Inventory) -> dict[str, Any]:
     controllers = controller_identities(inventory)
     classes = sorted(inventory.classes.items())
+    general_form = general(inventory)
+    # An inventory of whole NVIDIA GPUs keeps its policy: the general form's variables, validations and unit words
+    # are filled here and dropped below.
+    unit_words = {"classUnits": {name: [" " + accelerators.unit(c), accelerators.counted(c, 2)[1:]]
+                                 for name, c in classes}} if general_form else {}
     cel_ = fill(
-        _template(LIMITS),
+        _template(LIMITS, general_form),
         controllers=sorted({controllers.trainer, controllers.jobset, controllers.kueue, controllers.job}),
         limitsName=JOB_LIMITS,
         priorityLabel=PRIORITY_LABEL,
         walltimeLabel=WALLTIME_LABEL,
-        gpu=GPU_RESOURCE,
+        accelerators=accelerators.resources(inventory),
+        classResources={name: accelerators.resource(c) for name, c in classes},
+        classRequests={name: f"{accelerators.sdk_name(c)}: 1" for name, c in classes},
+        kindsTail=(": a node of one class has one; name the runtime of the class whose accelerator you want "
+                   f"({use_runtimes(inventory)})"),
+        **unit_words,
+        **({} if general_form else {"gpu": GPU_RESOURCE}),
         nodeGpus={name: c.perNode.gpus for name, c in classes},
         nodeCpu={name: str(c.perNode.cpu) for name, c in classes},
         nodeMemory={name: str(c.perNode.memory) for name, c in classes},
@@ -538,9 +576,37 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
                    f"hold) or names a priority class its group may not use or a {WALLTIME_LABEL} over the "
                    "group's maximum or a longer terminationGracePeriodSeconds than "
                    f"{inventory.cluster.queueing.maxGracePeriod}; no pod names a priorityClassName.")
+    general_variables, general_validations = cel_.pop("generalVariables"), cel_.pop("generalValidations")
+    if general_form:
+        cel_ = {"variables": {**cel_["variables"], **general_variables},
+                "validations": cel_["validations"] + general_validations}
     operations = ["CREATE", "UPDATE"]
     match = _match(inventory, _pods(["CREATE"]), _trainjobs(operations), _jobs(operations))
     return _validating(inventory, LIMITS, description, match, cel_, pods=True)
+
+
+# --- 11. Processes per node ------------------------------------------------------------------------------
+
+
+def processes_needed(inventory: Inventory) -> dict[str, str]:
+    """runtime -> the class's resource, for the classes whose resource Trainer does not count as GPUs."""
+    return {runtime_name(name): accelerators.resource(c) for name, c in sorted(inventory.classes.items())
+            if not accelerators.trainer_counts_as_gpus(accelerators.resource(c))}
+
+
+def trainjob_processes(inventory: Inventory) -> dict[str, Any]:
+    """Trainer 2.3's torch plugin starts one process per requested GPU only for a resource whose name contains
+    "gpu"; for any other it starts one per requested CPU, and a runtime cannot set the count (its torch policy
+    has no numProcPerNode, only the TrainJob has). The SDK sets none, so the platform does."""
+    controllers = controller_identities(inventory)
+    runtimes_ = processes_needed(inventory)
+    cel_ = fill(_template(PROCESSES), controllers=sorted({controllers.trainer, controllers.jobset, controllers.kueue}),
+                runtimeResources=runtimes_)
+    description = ("A new TrainJob of " + ", ".join(runtimes_) + " that sets no spec.trainer.numProcPerNode gets "
+                   "one process per unit of its class's accelerator it asks for per node (Trainer would start one "
+                   "per CPU).")
+    match = _match(inventory, _trainjobs(["CREATE", "UPDATE"]))
+    return _mutating(inventory, PROCESSES, description, match, cel_)
 
 
 # --- 12. Finished TrainJobs ------------------------------------------------------------------------------
@@ -598,6 +664,7 @@ def policies(inventory: Inventory) -> list[dict[str, Any]]:
         gpu_visibility(inventory),
         trainjob_image_arch(inventory),
         job_defaults(inventory),
+        *([trainjob_processes(inventory)] if processes_needed(inventory) else []),
         job_limits(inventory),
         finished_trainjobs(inventory),
     ]

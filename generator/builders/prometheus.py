@@ -21,7 +21,8 @@ from generator.components import COMPONENTS
 from generator.inventory import duration
 from generator.inventory.models import Group, Inventory, Monitoring
 from generator.inventory.contract import allocated_amount
-from generator.inventory.naming import GPU_RESOURCE, PLATFORM_RULES, flavor_name, group_rules_name
+from generator.inventory import accelerators
+from generator.inventory.naming import PLATFORM_RULES, flavor_name, group_rules_name
 from generator.kinds import MONITORING
 
 API_VERSION = MONITORING.api_version
@@ -164,12 +165,25 @@ def group_recording_rules(inventory: Inventory, group_name: str, group: Group) -
         gpu_class = inventory.classes[class_name]
         labels = {"group": group_name, "class": class_name}
         selector = (f"cluster_queue={promql_string(group_name)}, flavor={promql_string(flavor_name(class_name, gpu_class))}, "
-                    f"resource={promql_string(GPU_RESOURCE)}")
+                    f"resource={promql_string(accelerators.resource(gpu_class))}")
         rules.append({"record": GPUS_IN_USE, "expr": f"max({USAGE}{{{selector}}})", "labels": labels})
         rules.append({"record": ALLOCATED_GPUS,
                       "expr": f"vector({_number(allocated_amount(allocation, 'gpus', gpu_class))})",
                       "labels": labels})
     return rules
+
+
+def _group_resources(inventory: Inventory, group: Group) -> list[str]:
+    """The accelerator resources of the group's classes, in the ClusterQueue's order."""
+    held = {accelerators.resource(inventory.classes[name]) for name in group.allocations}
+    return [resource for resource in accelerators.resources(inventory) if resource in held]
+
+
+def _resource_matcher(resources: list[str]) -> str:
+    """A PromQL matcher of Kueue's `resource` label: one resource, or any of several."""
+    if len(resources) == 1:
+        return f"resource={promql_string(resources[0])}"
+    return f"resource=~{promql_string(promql_one_of(resources))}"
 
 
 def group_alerts(inventory: Inventory, group_name: str, group: Group) -> list[dict[str, Any]]:
@@ -178,7 +192,7 @@ def group_alerts(inventory: Inventory, group_name: str, group: Group) -> list[di
     pending = f"max(kueue_pending_workloads{{cluster_queue={cq}, status=\"active\", {NOT_FOLLOWER}}}) > 0"
     # GPUs the group's pending jobs ask for; Kueue cannot say on which class before it assigns a flavor.
     pending_gpus = (f"max(kueue_cluster_queue_resource_pending{{cluster_queue={cq}, "
-                    f"resource={promql_string(GPU_RESOURCE)}, {NOT_FOLLOWER}}}) > 0")
+                    f"{_resource_matcher(_group_resources(inventory, group))}, {NOT_FOLLOWER}}}) > 0")
     for class_name, allocation in group.allocations.items():
         labels = {"group": group_name, "class": class_name}
         mine = f'{{group={promql_string(group_name)}, class={promql_string(class_name)}}}'
@@ -243,15 +257,16 @@ def platform_alerts(inventory: Inventory) -> list[dict[str, Any]]:
                 "what the class can run.",
                 inventory, {"class": class_name}))
         flavor = promql_string(flavor_name(class_name, gpu_class))
+        resource = accelerators.resource(gpu_class)
         capacity = gpu_class.nodes * gpu_class.perNode.gpus
         allocated = [g for g, group in inventory.groups.items() if class_name in group.allocations]
         if allocated:
             queues = promql_one_of(allocated)
             alerts.append(_alert(
                 "GPUsIdleWhileJobsPending",
-                f"(sum({USAGE}{{flavor={flavor}, resource={promql_string(GPU_RESOURCE)}}}) or vector(0)) < {capacity} "
+                f"(sum({USAGE}{{flavor={flavor}, resource={promql_string(resource)}}}) or vector(0)) < {capacity} "
                 f"and on () (sum(kueue_cluster_queue_resource_pending{{cluster_queue=~{promql_string(queues)}, "
-                f"resource={promql_string(GPU_RESOURCE)}, {NOT_FOLLOWER}}}) > 0)",
+                f"resource={promql_string(resource)}, {NOT_FOLLOWER}}}) > 0)",
                 "15m", "warning",
                 f"{class_name} GPUs sit idle while jobs that could use them wait",
                 f"Only {{{{ $value }}}} of {capacity} {class_name} GPUs are admitted while jobs of the groups "

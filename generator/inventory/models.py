@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, create_model
 
 from generator.components import COMPONENTS
-from generator.inventory import duration, servers
+from generator.inventory import accelerators, duration, servers
 from generator.inventory.fields import Component, DnsLabel, ImageRef, Strict
 from generator.inventory.quantity import INT64_MAX, parse_quantity
 from generator.limits import DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
@@ -282,12 +282,43 @@ class Toleration(Strict):
 
 
 class NodeResources(Strict):
-    """Allocatable resources of ONE node of a class (kubectl get node -o jsonpath='{.status.allocatable}')."""
+    """Allocatable resources of ONE node of a class (kubectl get node -o jsonpath='{.status.allocatable}');
+    gpus counts the class's accelerator resource (whole GPUs, MIG slices, time-slices, ...)."""
 
     gpus: Positive
     cpu: Quantity
     memory: Quantity
     pods: Positive = 110
+
+
+def _extended_resource(name: str) -> str:
+    problem = accelerators.extended_resource_problem(name)
+    if problem:
+        raise ValueError(problem)
+    profile = accelerators.mig_profile(name)
+    if profile is not None and not accelerators.MIG_PROFILE.fullmatch(profile):
+        raise ValueError(f"{name!r}: {profile!r} is not a MIG profile as the device plugin names it "
+                         "(<slices>g.<memory>gb, e.g. nvidia.com/mig-1g.10gb or nvidia.com/mig-3g.40gb)")
+    return name
+
+
+class TimeSlicing(Strict):
+    """The device plugin shares each GPU of the class's nodes between `replicas` pods in turn (its
+    sharing.timeSlicing): perNode.gpus counts the shares, GPUs x replicas."""
+
+    replicas: Annotated[int, Field(ge=2, le=INT32_MAX)]
+
+
+class Accelerator(Strict):
+    """The extended resource a pod of the class requests, one unit of which perNode.gpus and the allocations'
+    gpus count: a whole NVIDIA GPU (nvidia.com/gpu, the default), a MIG profile (nvidia.com/mig-1g.10gb), a
+    time-sliced share (nvidia.com/gpu.shared, with timeSlicing), amd.com/gpu, habana.ai/gaudi, or any vendor's."""
+
+    resource: Annotated[str, AfterValidator(_extended_resource)] = accelerators.NVIDIA_GPU
+    # What one unit is, in the report and on the users' page ("1g.10gb slice of an A100"); unset: derived from
+    # the resource (GPU, 1g.10gb MIG slice, GPU time-slice, Gaudi card).
+    unit: Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[^\n\r\t]*$")] | None = None
+    timeSlicing: TimeSlicing | None = None
 
 
 class Walltime(Strict):
@@ -304,6 +335,8 @@ class GpuClass(Strict):
     nodeSelector: dict[LabelKey, LabelValue] = Field(min_length=1)
     flavor: DnsSubdomain | None = None
     image: ImageRef
+    # What a pod requests to get the class's accelerator: unset, whole NVIDIA GPUs (nvidia.com/gpu).
+    accelerator: Accelerator = Accelerator()
     nodes: Positive
     perNode: NodeResources
     tolerations: list[Toleration] = []
@@ -323,7 +356,8 @@ class ResourceAmounts(Strict):
 
 
 class Allocation(Strict):
-    """A group's nominal quota on one class. pods defaults to the class's pods per GPU times gpus."""
+    """A group's nominal quota on one class, gpus in the class's accelerator unit. pods defaults to the class's
+    pods per unit times gpus."""
 
     gpus: Count
     cpu: Quantity

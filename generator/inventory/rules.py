@@ -15,7 +15,7 @@ from decimal import Decimal
 from generator.components import COMPONENTS
 from generator.inventory.models import Allocation, Inventory, ResourceAmounts
 from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_total, parse_quantity
-from generator.inventory import clusters, duration, servers
+from generator.inventory import accelerators, clusters, duration, servers
 from generator.inventory.rendered_names import RenderedName, rendered_names
 from generator.limits import MAX_NAME
 from generator.inventory.contract import allocated_amount, allocated_pods, default_priority, walltime_seconds
@@ -31,6 +31,8 @@ ELSEWHERE = "{elsewhere}"
 FLAVOR_MAX_NODE_LABELS = 8
 FLAVOR_MAX_TOLERATIONS = 8
 CLUSTER_QUEUE_MAX_FLAVORS = 64
+# ...and the resources it covers: cpu, memory, pods and each of the group's classes' accelerator resources.
+CLUSTER_QUEUE_MAX_RESOURCES = 64
 
 # Variables the seed page promises; each must point under the home mount so caches survive pod restarts.
 REQUIRED_CACHE_ENV = ("HF_HOME", "TORCH_HOME", "PIP_CACHE_DIR", "XDG_CACHE_HOME", "TRITON_CACHE_DIR")
@@ -208,14 +210,24 @@ def _check_classes(inventory: Inventory) -> Iterator[Finding]:
         if len(runtime_name(name)) > 63:
             yield where, f"runtime name {runtime_name(name)!r} is longer than 63 characters: shorten the class name"
         value = gpu_class.nodeSelector.get(label)
+        resource = accelerators.resource(gpu_class)
         if value is None:
             yield where + ("nodeSelector",), (
                 f"must set the cluster's GPU class label {label!r}: Kueue matches flavors only on keys they declare, "
                 "so a class without it would match every node")
-        elif value in class_by_value:
-            yield where + ("nodeSelector", label), f"{label}={value} already selects class {class_by_value[value]!r}"
+        elif (value, resource) in class_by_value:
+            # Classes on the same nodes (MIG's mixed strategy: one class per profile) differ by their resource,
+            # which is how Kueue tells their flavors apart; the same resource too would be one class twice.
+            yield where + ("nodeSelector", label), (
+                f"{label}={value} already selects class {class_by_value[value, resource]!r}, which requests "
+                f"{resource} too: classes on the same nodes must request different resources")
         else:
-            class_by_value[value] = name
+            class_by_value[value, resource] = name
+        slicing = gpu_class.accelerator.timeSlicing
+        if slicing is not None and gpu_class.perNode.gpus % slicing.replicas:
+            yield where + ("perNode", "gpus"), (
+                f"{gpu_class.perNode.gpus} is not a whole number of GPUs shared {slicing.replicas} ways: perNode.gpus "
+                f"counts the time-slices a node advertises (its GPUs x {slicing.replicas})")
         if gpu_class.numNodes > gpu_class.nodes:
             yield where + ("numNodes",), f"default numNodes {gpu_class.numNodes} exceeds the class's {gpu_class.nodes} nodes"
         # The class's nodeSelector and tolerations are its ResourceFlavor's nodeLabels and tolerations, and the
@@ -247,6 +259,11 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
                 f"allocations on {len(group.allocations)} classes; the group's ClusterQueue lists each class's "
                 f"flavor in one resource group (they cover the same resources), and Kueue holds at most "
                 f"{CLUSTER_QUEUE_MAX_FLAVORS} flavors there")
+        kinds = {accelerators.resource(inventory.classes[c]) for c in group.allocations if c in inventory.classes}
+        if len(kinds) + 3 > CLUSTER_QUEUE_MAX_RESOURCES:
+            yield ("groups", name, "allocations"), (
+                f"allocations on classes of {len(kinds)} accelerator resources; the group's ClusterQueue covers "
+                f"each with cpu, memory and pods, and Kueue holds at most {CLUSTER_QUEUE_MAX_RESOURCES} resources there")
         for class_name, allocation in group.allocations.items():
             where = ("groups", name, "allocations", class_name)
             if class_name not in inventory.classes:
@@ -320,23 +337,47 @@ def _show(resource: str, value: Decimal) -> str:
 
 
 def _check_capacity(inventory: Inventory) -> Iterator[Finding]:
-    """Sum of nominal quotas per class and resource <= nodes x per-node allocatable: Kueue never checks this."""
+    """Sum of nominal quotas per class and resource <= nodes x per-node allocatable: Kueue never checks this.
+    Classes on the same nodes (the same GPU class label value: MIG profiles of one node pool) each hold their own
+    accelerator resource, but share the nodes' CPU and memory: those add up over the pool."""
+    pools: dict[str | None, list[str]] = {}
     for class_name, gpu_class in inventory.classes.items():
-        holders = [(group_name, group.allocations[class_name]) for group_name, group in inventory.groups.items()
-                   if class_name in group.allocations]
+        pools.setdefault(gpu_class.nodeSelector.get(inventory.cluster.gpuClassLabel), []).append(class_name)
+    for class_name, gpu_class in inventory.classes.items():
+        value = gpu_class.nodeSelector.get(inventory.cluster.gpuClassLabel)
+        pool = pools[value] if value is not None else [class_name]  # without the label: refused in _check_classes
+        first = inventory.classes[pool[0]]
+        if class_name != pool[0] and (gpu_class.nodes, gpu_class.perNode.cpu, gpu_class.perNode.memory) != (
+                first.nodes, first.perNode.cpu, first.perNode.memory):
+            yield ("classes", class_name), (
+                f"selects the nodes of class {pool[0]!r} (same {inventory.cluster.gpuClassLabel}) but says "
+                f"otherwise of them: write the same nodes, perNode.cpu and perNode.memory ({first.nodes}, "
+                f"{first.perNode.cpu}, {first.perNode.memory})")
+            continue
         for resource in KUBERNETES_RESOURCE:
+            shared = resource in ("cpu", "memory") and len(pool) > 1
+            if shared and class_name != pool[-1]:
+                continue  # a pool's CPU and memory are checked once, at its last class
+            members = pool if shared else [class_name]
+            holders = [(group_name, member, group.allocations[member]) for member in members
+                       for group_name, group in inventory.groups.items() if member in group.allocations]
             capacity = parse_quantity(str(getattr(gpu_class.perNode, resource))) * gpu_class.nodes
             running = Decimal(0)
             tipping_point = None  # the first allocation (in file order) that takes the sum past capacity
-            for group_name, allocation in holders:
-                running += allocated_amount(allocation, resource, gpu_class)
+            for group_name, member, allocation in holders:
+                running += allocated_amount(allocation, resource, inventory.classes[member])
                 if running > capacity and tipping_point is None:
-                    tipping_point = ("groups", group_name, "allocations", class_name, resource)
+                    tipping_point = ("groups", group_name, "allocations", member, resource)
             if tipping_point is not None:
-                shares = ", ".join(f"{group} {_show(resource, allocated_amount(allocation, resource, gpu_class))}"
-                                   for group, allocation in holders)
+                shares = ", ".join(
+                    f"{group}{'' if not shared else ' on ' + member} "
+                    f"{_show(resource, allocated_amount(allocation, resource, inventory.classes[member]))}"
+                    for group, member, allocation in holders)
+                what = f"class {class_name}" if not shared else f"the nodes of classes {', '.join(pool)}"
+                unit = (f" ({accelerators.unit_plural(gpu_class)})"
+                        if resource == "gpus" and accelerators.resource(gpu_class) != accelerators.NVIDIA_GPU else "")
                 yield tipping_point, (
-                    f"class {class_name} {resource} oversubscribed: groups are allocated {_show(resource, running)} "
+                    f"{what} {resource}{unit} oversubscribed: groups are allocated {_show(resource, running)} "
                     f"({shares}) but {gpu_class.nodes} nodes x {getattr(gpu_class.perNode, resource)} = "
                     f"{_show(resource, capacity)}")
 

@@ -16,8 +16,11 @@ from generator.errors import OutputRefused
 CSV_COLUMNS = ("period_start", "period_end", "step_seconds", "group", "class",
                "gpu_hours", "allocated_gpu_hours", "gpu_percent_of_allocation",
                "cpu_hours", "allocated_cpu_hours", "cpu_percent_of_allocation",
-               "memory_gib_hours", "allocated_memory_gib_hours", "memory_percent_of_allocation")
+               "memory_gib_hours", "allocated_memory_gib_hours", "memory_percent_of_allocation",
+               "gpu_unit")
 TABLE_COLUMNS = ("group", "class", "GPU-h", "allocation GPU-h", "% of allocation", "CPU-h", "memory GiB-h")
+# The table's last column, when a class counts another unit than whole GPUs: what its "GPU-h" are hours of.
+UNIT_COLUMN = "GPU-h are hours of one"
 CHART_FORMATS = ("png", "svg")
 # A chart wider than this many columns shows nothing more; longer periods are averaged into as many buckets
 # (an average keeps the area, so the picture's GPU-hours stay the table's).
@@ -38,13 +41,15 @@ def table(report: Report) -> str:
     period = report.period
     lines = [f"GPU-hours from {period.label()} ({period.hours:,.1f} h, step {period.step}s), "
              f"admitted quota per Kueue at {report.source}", ""]
-    rows = [TABLE_COLUMNS] + [
+    # Classes of whole GPUs only: the table as it always was; otherwise each row names its class's unit.
+    units = set(report.units.values()) != {"GPU"}
+    rows = [TABLE_COLUMNS + ((UNIT_COLUMN,) if units else ())] + [
         (group, gpu_class, _hours(used["gpus"].used), _hours(used["gpus"].allocated), _percent(used["gpus"]),
-         _hours(used["cpu"].used), _hours(used["memory"].used))
+         _hours(used["cpu"].used), _hours(used["memory"].used)) + ((report.units[gpu_class],) if units else ())
         for group, gpu_class, used in report.rows()]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     for row in rows:
-        cells = [cell.ljust(width) if column < 2 else cell.rjust(width)
+        cells = [cell.ljust(width) if column < 2 or column == len(TABLE_COLUMNS) else cell.rjust(width)
                  for column, (cell, width) in enumerate(zip(row, widths))]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
@@ -66,7 +71,7 @@ def csv_text(report: Report) -> str:
         for resource in RESOURCES:
             usage = used[resource]
             cells += [_number(usage.used, 4), _number(usage.allocated, 4), _number(usage.percent, 2)]
-        writer.writerow(cells)
+        writer.writerow(cells + [report.units[gpu_class]])
     return out.getvalue()
 
 
@@ -99,7 +104,9 @@ def chart(report: Report, chart_format: str) -> bytes:
     classes = sorted(report.gpus)
     figure = Figure(figsize=(10, 1.2 + 2.6 * len(classes)), layout="constrained")
     FigureCanvasAgg(figure)
-    figure.suptitle(f"GPUs admitted by Kueue per class, {period.label()}")
+    figure.suptitle(f"GPUs admitted by Kueue per class, {period.label()}"
+                    if set(report.units.values()) == {"GPU"} else
+                    f"Accelerators admitted by Kueue per class, each in its unit, {period.label()}")
     axes = figure.subplots(len(classes), 1, sharex=True, squeeze=False)[:, 0]
     for ax, gpu_class in zip(axes, classes):
         by_group = report.gpus[gpu_class]
@@ -108,13 +115,14 @@ def chart(report: Report, chart_format: str) -> bytes:
         # step="post": each value holds until the next point, as the table's left Riemann sum counts it.
         ax.stackplot(times, *stacks, labels=names, colors=[colors[name] for name in names], step="post")
         capacity = report.capacity[gpu_class]
-        ax.axhline(capacity, color="0.3", linestyle="--", linewidth=1, label=f"{capacity} GPUs in the class")
+        unit = "GPUs" if report.units[gpu_class] == "GPU" else f"x {report.units[gpu_class]}"
+        ax.axhline(capacity, color="0.3", linestyle="--", linewidth=1, label=f"{capacity} {unit} in the class")
         top = max([capacity] + [sum(column) for column in zip(*stacks)])
         ax.set_ylim(0, top * 1.15 or 1)
         ax.set_xlim(times[0], datetime.fromtimestamp(period.end, timezone.utc))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(gpu_class, loc="left")
-        ax.set_ylabel("GPUs")
+        ax.set_ylabel(unit if unit == "GPUs" else report.units[gpu_class], wrap=True)
         ax.legend(loc="upper right", fontsize="small")
         locator = AutoDateLocator()
         ax.xaxis.set_major_locator(locator)

@@ -20,7 +20,7 @@ from itertools import groupby
 
 from generator.builders.kueue import cluster_queue
 from generator.errors import NoData
-from generator.inventory import duration
+from generator.inventory import accelerators, duration
 from generator.inventory.models import Inventory
 from generator.inventory.contract import allocated_amount
 from generator.inventory.naming import KUBERNETES_RESOURCE, flavor_name
@@ -143,10 +143,13 @@ def chunks(period: Period, max_points: int = MAX_POINTS) -> list[tuple[int, int]
             for first in range(0, period.points, max_points)]
 
 
-def usage_query() -> str:
+def usage_query(inventory: Inventory) -> str:
     """One series per (ClusterQueue, flavor, resource): Kueue's replicas (replica_role), a restarted pod and
-    several Prometheus targets can each export the same gauge, so the copies are merged with max, never summed."""
-    wanted = "|".join(re.escape(KUBERNETES_RESOURCE[field]) for field in RESOURCES)
+    several Prometheus targets can each export the same gauge, so the copies are merged with max, never summed.
+    The accelerators are every class's resource."""
+    names = [name for field in RESOURCES for name in (accelerators.resources(inventory) if field == "gpus"
+                                                      else [KUBERNETES_RESOURCE[field]])]
+    wanted = "|".join(re.escape(name) for name in names)
     # A PromQL string is Go-quoted: the regex's backslashes are doubled.
     quoted = '"' + wanted.replace("\\", "\\\\") + '"'
     return f"max by (cluster_queue, flavor, resource) ({METRIC}{{resource=~{quoted}}})"
@@ -226,6 +229,7 @@ class Report:
     gpus: dict[str, dict[str, Samples]]  # class -> group -> GPUs admitted over time (the chart)
     capacity: dict[str, int]  # class -> its GPUs (nodes x per node)
     ignored: list[str]  # queues and flavors with series that the inventory does not name
+    units: dict[str, str]  # class -> what one unit of its accelerator is (GPU, 1g.10gb MIG slice, ...)
 
     def rows(self) -> list[tuple[str, str, dict[str, Usage]]]:
         """(group, class, {resource: usage}) in the report's order."""
@@ -242,7 +246,11 @@ def usage_report(inventory: Inventory, period: Period, series: dict[SeriesKey, S
         raise NoData(f"Prometheus at {source} has no {METRIC} series from {period.label()}; check that it scrapes "
                      "Kueue's metrics endpoint, that Kueue's Configuration has metrics.enableClusterQueueResources, "
                      "and that the period is one it kept")
-    resource_field = {KUBERNETES_RESOURCE[field]: field for field in RESOURCES}
+    resource_field = {KUBERNETES_RESOURCE[field]: field for field in RESOURCES if field != "gpus"}
+    # A flavor covers the other classes' accelerators at a quota of 0: only its own class's is its `gpus`.
+    accelerator_of = {flavor_name(name, gpu_class): accelerators.resource(gpu_class)
+                      for name, gpu_class in inventory.classes.items()}
+    others = set(accelerators.resources(inventory))
     # The names as the builders render them: the ClusterQueue of each group, the ResourceFlavor of each class.
     queues = {cluster_queue(inventory, name, group)["metadata"]["name"]: name
               for name, group in inventory.groups.items()}
@@ -250,8 +258,11 @@ def usage_report(inventory: Inventory, period: Period, series: dict[SeriesKey, S
     by_key: dict[tuple[str, str, str], Samples] = {}
     ignored: dict[str, None] = {}
     for (queue, flavor, resource), samples in sorted(series.items()):
-        if queue in queues and flavor in flavors and resource in resource_field:
-            by_key[(queues[queue], flavors[flavor], resource_field[resource])] = samples
+        field = "gpus" if resource == accelerator_of.get(flavor) else resource_field.get(resource)
+        if queue in queues and flavor in flavors and field is not None:
+            by_key[(queues[queue], flavors[flavor], field)] = samples
+        elif queue in queues and flavor in flavors and resource in others:
+            continue  # another class's accelerator on this flavor: its quota is 0
         else:
             ignored[f"ClusterQueue {queue!r} on flavor {flavor!r}"] = None
     if not by_key:
@@ -272,7 +283,8 @@ def usage_report(inventory: Inventory, period: Period, series: dict[SeriesKey, S
             gpus.setdefault(class_name, {})[group_name] = (by_key.get((group_name, class_name, "gpus"))
                                                            or Samples(array("d"), array("d")))
     capacity = {name: gpu_class.nodes * gpu_class.perNode.gpus for name, gpu_class in inventory.classes.items()}
-    return Report(period, source, usage, gpus, capacity, list(ignored))
+    units = {name: accelerators.unit(gpu_class) for name, gpu_class in inventory.classes.items()}
+    return Report(period, source, usage, gpus, capacity, list(ignored), units)
 
 
 def bucket_means(samples: Samples, period: Period, size: int) -> list[float]:

@@ -13,7 +13,9 @@ from tests.support import ORACLES, REPO
 CORPUS = REPO / "tests" / "policies"
 # The inventories the corpus's cases (tests/policies/cases.yaml) were written for.
 INVENTORIES = {"flame": REPO / "gpu_classes.yaml", "two-classes": CORPUS / "two-classes.yaml",
-               "no-lending": CORPUS / "no-lending.yaml"}
+               "no-lending": CORPUS / "no-lending.yaml",
+               # Every accelerator kind: MIG, time-sliced, AMD and Gaudi classes beside a GH200 one.
+               "mixed": REPO / "examples" / "mixed-accelerators" / "gpu_classes.yaml"}
 
 CELPARSE_SOURCE = ORACLES / "celparse" / "main.go"
 

@@ -161,8 +161,8 @@ def test_samples_outside_the_period_do_not_count():
     assert integrate(series[("q", "f", "cpu")], period) == pytest.approx(60 / 3600)
 
 
-def test_the_query_merges_copies_and_asks_for_the_reported_resources():
-    assert usage_query() == ('max by (cluster_queue, flavor, resource) '
+def test_the_query_merges_copies_and_asks_for_the_reported_resources(flame):
+    assert usage_query(flame) == ('max by (cluster_queue, flavor, resource) '
                              '(kueue_cluster_queue_resource_usage{resource=~"nvidia\\\\.com/gpu|cpu|memory"})')
 
 
@@ -223,3 +223,28 @@ def test_no_data_is_refused_not_reported_as_zeros(flame, results, message):
         usage_report(flame, period, collect(results), "http://prometheus:9090")
     assert str(refused.value).startswith("Prometheus at http://prometheus:9090 ")
     assert message in str(refused.value)
+
+
+def test_each_class_is_counted_in_its_unit():
+    """examples/mixed-accelerators: a MIG flavor's slices are its GPU-hours, in its unit; the 0 quota of another
+    class's accelerator on the flavor is no foreign series."""
+    from generator.inventory import load_inventory
+    from generator.report import output
+    from tests.support import REPO
+
+    mixed = load_inventory(REPO / "examples" / "mixed-accelerators" / "gpu_classes.yaml")
+    assert "|habana\\\\.ai/gaudi|" in usage_query(mixed)
+    period = Period(T0, T0 + 3600, 30)
+    series = collect([[answer("nlp-lab", "a100-1g", "nvidia.com/mig-1g.10gb", grid(period, lambda t: 7)),
+                       answer("nlp-lab", "a100-1g", "nvidia.com/gpu", grid(period, lambda t: 0)),
+                       answer("nlp-lab", "gaudi3", "habana.ai/gaudi", grid(period, lambda t: 8))]])
+    report = usage_report(mixed, period, series, "http://prometheus.test")
+    used = {(u.group, u.gpu_class, u.resource): u.used for u in report.usage}
+    assert used[("nlp-lab", "a100-1g", "gpus")] == pytest.approx(7)
+    assert used[("nlp-lab", "gaudi3", "gpus")] == pytest.approx(8)
+    assert report.ignored == []
+    table = output.table(report)
+    assert "GPU-h are hours of one" in table.splitlines()[2] and "1g.10gb slice of an A100" in table
+    rows = output.csv_text(report).splitlines()
+    assert rows[0].endswith(",gpu_unit")
+    assert [row.rsplit(",", 1)[1] for row in rows[1:] if ",a100-1g," in row] == ["1g.10gb slice of an A100"]

@@ -14,6 +14,7 @@ import sys
 from functools import cache
 
 import pytest
+import yaml
 from tests.support import ORACLES, REPO, of_kind
 from tests.support.inventories import edited, flame_data, inventory, setting
 from simulation.go_tools import ModuleUnavailable, go_program, module_dir
@@ -33,8 +34,10 @@ PROMETHEUS_MODULE_VERSION = pin("PROMETHEUS")
 GRAFANA_INTERPOLATION = {"$__rate_interval": "2m"}
 # The series the dashboards read besides Kueue's, and the labels they may use of each.
 OTHER_METRICS = {"up": {COMPONENT_LABEL},
-                 grafana.DCGM_UTILISATION: {grafana.DCGM_MODEL_LABEL, grafana.DCGM_GPU_LABEL},
-                 grafana.DCGM_MEMORY_USED: {grafana.DCGM_MODEL_LABEL, grafana.DCGM_GPU_LABEL}}
+                 grafana.DCGM_UTILISATION: {grafana.DCGM_MODEL_LABEL, grafana.DCGM_GPU_LABEL,
+                                            grafana.DCGM_MIG_PROFILE_LABEL},
+                 grafana.DCGM_MEMORY_USED: {grafana.DCGM_MODEL_LABEL, grafana.DCGM_GPU_LABEL,
+                                            grafana.DCGM_MIG_PROFILE_LABEL}}
 H100 = {"description": "NVIDIA H100 SXM", "arch": "amd64", "flavor": "hopper-80g",
         "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
         "image": "ghcr.io/urcf/pytorch:2.9.1-cuda12.9", "nodes": 1,
@@ -60,6 +63,27 @@ def plain():
 @pytest.fixture(scope="module")
 def two_classes():
     return monitored({"dcgmExporter": True}, with_h100)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """Every accelerator kind (examples/mixed-accelerators), with the DCGM exporter."""
+    path = REPO / "examples" / "mixed-accelerators" / "gpu_classes.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["cluster"]["monitoring"]["dcgmExporter"] = True
+    return inventory(data, str(path))
+
+
+def test_mixed_panels_count_each_class_in_its_unit(mixed):
+    platform = boards(mixed)[grafana.platform_uid(mixed)]
+    shown = titles(platform)
+    assert "gh200: GPUs admitted vs nominal quota" in shown
+    assert "a100-1g: units of 1g.10gb slice of an A100 admitted vs nominal quota" in shown
+    queries = [expr for _, expr in grafana.panel_queries(platform)]
+    assert any('resource="nvidia.com/mig-1g.10gb"' in q for q in queries)
+    assert any(r'GPU_I_PROFILE=~"1g\\.10gb"' in q for q in queries), queries
+    # DCGM reports NVIDIA's GPUs only: no DCGM query for the AMD and Gaudi classes.
+    assert not any("mi300x" in q or "gaudi3" in q for q in queries if "DCGM" in q)
 
 
 def boards(inv) -> dict[str, dict]:
@@ -341,8 +365,9 @@ def every_query(inv) -> dict[str, str]:
 
 
 @pytest.mark.tools
-def test_every_query_parses_with_prometheus_and_names_kueues_metrics(promql, two_classes, plain):
-    found = {**every_query(two_classes), **{f"plain:{k}": v for k, v in every_query(plain).items()}}
+def test_every_query_parses_with_prometheus_and_names_kueues_metrics(promql, two_classes, plain, mixed):
+    found = {**every_query(two_classes), **{f"plain:{k}": v for k, v in every_query(plain).items()},
+             **{f"mixed:{k}": v for k, v in every_query(mixed).items()}}
     assert sorted(grafana.queries(two_classes)) == sorted(every_query(two_classes).values())
     assert len(found) > 50, len(found)
     # Must not parse, so the check can fail: a range function on an instant vector, an aggregation grouping by

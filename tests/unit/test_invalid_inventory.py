@@ -127,6 +127,48 @@ CASES = [
          "lendingLimit", "groups.vision-lab.allocations.gh200.lendingLimit.gpus", r"more than the nominal"),
     Case("default-nodes-exceed-class", [("    numNodes: 1", "    numNodes: 3")], "numNodes: 3",
          "classes.gh200.numNodes", r"exceeds the class's 2 nodes"),
+    # Accelerators other than whole NVIDIA GPUs: the class's resource, its unit, time-slicing, classes on one node pool.
+    Case("malformed-mig-profile", [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: nvidia.com/mig-1g10gb}}\n")],
+         "mig-1g10gb", "classes.gh200.accelerator.resource", r"'1g10gb' is not a MIG profile"),
+    Case("resource-without-domain", [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: gpu}}\n")],
+         "resource: gpu", "classes.gh200.accelerator.resource", r"has no domain"),
+    Case("resource-not-a-qualified-name",
+         [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: amd.com/gpu!}}\n")],
+         "amd.com/gpu!", "classes.gh200.accelerator.resource", r"not an extended resource name"),
+    Case("resource-of-kubernetes", [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: kubernetes.io/gpu}}\n")],
+         "kubernetes.io/gpu", "classes.gh200.accelerator.resource", r"Kubernetes' own"),
+    Case("zero-units-per-node", [("      gpus: 1\n      cpu: 72", "      gpus: 0\n      cpu: 72")], "gpus: 0",
+         "classes.gh200.perNode.gpus", r"greater than or equal to 1"),
+    Case("time-slices-not-whole",
+         [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator:\n      resource: nvidia.com/gpu.shared\n"
+                                f"      timeSlicing: {{replicas: 2.5}}\n")],
+         "replicas: 2.5", "classes.gh200.accelerator.timeSlicing.replicas", r"valid integer"),
+    Case("time-slices-quoted",
+         [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator:\n      resource: nvidia.com/gpu.shared\n"
+                                f"      timeSlicing: {{replicas: \"4\"}}\n")],
+         "replicas: ", "classes.gh200.accelerator.timeSlicing.replicas", r"valid integer"),
+    Case("time-slices-per-node-not-a-multiple",
+         [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator:\n      resource: nvidia.com/gpu.shared\n"
+                                f"      timeSlicing: {{replicas: 4}}\n")],
+         "      gpus: 1\n      cpu: 72", "classes.gh200.perNode.gpus", r"not a whole number of GPUs shared 4 ways"),
+    Case("two-classes-same-nodes-same-resource",
+         [("\ngroups:\n", "  h100:\n    arch: arm64\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
+                          f"    {GH200_IMAGE}\n    nodes: 2\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n\ngroups:\n")],
+         "{nvidia.com/gpu.product: NVIDIA-GH200-480GB}", "classes.h100.nodeSelector.nvidia.com/gpu.product",
+         r"already selects class 'gh200', which requests nvidia.com/gpu too"),
+    Case("mig-classes-disagree-on-their-nodes",
+         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
+                          "    accelerator: {resource: nvidia.com/mig-1g.12gb}\n"
+                          f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 7, cpu: 72, memory: 480G}}\n\ngroups:\n")],
+         "  gh200-mig:", "classes.gh200-mig", r"selects the nodes of class 'gh200' .* write the same nodes"),
+    Case("mig-classes-share-the-nodes-cpu",
+         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
+                          "    accelerator: {resource: nvidia.com/mig-1g.12gb}\n"
+                          f"    {GH200_IMAGE}\n    nodes: 2\n    perNode: {{gpus: 7, cpu: 72, memory: 480G}}\n\ngroups:\n"),
+          ("        memory: 240G\n  nlp-lab:", "        memory: 240G\n      gh200-mig: {gpus: 7, cpu: 73, memory: 0}\n"
+                                              "  nlp-lab:")],
+         "gh200-mig: {gpus: 7", "groups.vision-lab.allocations.gh200-mig.cpu",
+         r"the nodes of classes gh200, gh200-mig cpu oversubscribed: groups are allocated 145 \(vision-lab on gh200 36"),
     # Research groups' access and namespaces (issue 11).
     Case("identity-in-two-groups", [("        - oidc:nlp-lab\n", "        - oidc:vision-lab\n")], "- oidc:vision-lab",
          "groups.nlp-lab.identities.groups[0]", r"'oidc:vision-lab' already belongs to group 'vision-lab'",

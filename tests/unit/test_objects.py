@@ -296,3 +296,6 @@ def test_the_inventory_rules_hold_the_pinned_kueue_crd_limits():
     assert flavor["tolerations"]["maxItems"] == rules.FLAVOR_MAX_TOLERATIONS
     queue = crd_schema("kueue.x-k8s.io_clusterqueues.yaml", "v1beta2")["properties"]["spec"]["properties"]
     assert queue["resourceGroups"]["items"]["properties"]["flavors"]["maxItems"] == rules.CLUSTER_QUEUE_MAX_FLAVORS
+    group = queue["resourceGroups"]["items"]["properties"]
+    assert group["coveredResources"]["maxItems"] == rules.CLUSTER_QUEUE_MAX_RESOURCES
+    assert group["flavors"]["items"]["properties"]["resources"]["maxItems"] == rules.CLUSTER_QUEUE_MAX_RESOURCES

@@ -28,6 +28,7 @@ import re
 import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from tests.support.policy_corpus import CELPARSE_SOURCE, INVENTORIES, cel_go_ver
 
 from generator import emit
 from generator.builders import core, kyverno, trainer
-from generator.inventory import load_inventory
+from generator.inventory import accelerators, load_inventory
 from generator.inventory.models import Inventory
 from generator.kinds import JOBSET
 from generator.inventory.duration import seconds
@@ -58,13 +59,20 @@ TRAINER_CRDS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
 # The policies that match each kind (every one of them is checked for every case of that kind).
 POLICIES_FOR = {
     "TrainJob": (kyverno.CLAIMS, kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.OWNERSHIP,
-                 kyverno.GPU_VISIBILITY, kyverno.IMAGE_ARCH, kyverno.DEFAULTS, kyverno.LIMITS),
+                 kyverno.GPU_VISIBILITY, kyverno.IMAGE_ARCH, kyverno.DEFAULTS, kyverno.PROCESSES, kyverno.LIMITS),
     "Job": (kyverno.CLAIMS, kyverno.QUEUE, kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY, kyverno.DEFAULTS, kyverno.LIMITS),
     "JobSet": (kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY),
     "Pod": (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.GPU_PODS, kyverno.GPU_VISIBILITY,
             kyverno.LIMITS),
 }
-MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.DEFAULTS)
+MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.DEFAULTS, kyverno.PROCESSES)
+
+
+@lru_cache(maxsize=None)
+def policies_for(kind: str, inventory: str) -> tuple[str, ...]:
+    """POLICIES_FOR[kind] that the inventory renders (trainjob-processes only where a class needs it)."""
+    rendered = {policy["metadata"]["name"] for policy in kyverno.policies(load_inventory(INVENTORIES[inventory]))}
+    return tuple(policy for policy in POLICIES_FOR[kind] if policy in rendered)
 FLAG = {"ValidatingPolicy": "isValidatingPolicy", "MutatingPolicy": "isMutatingPolicy"}  # kyverno-test.yaml
 API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1",
                 "JobSet": JOBSET.api_version}
@@ -243,6 +251,14 @@ def with_job_defaults(obj: dict[str, Any], inventory: Inventory, case: Case) -> 
     if data["defaultPriority"]:
         labels.setdefault(kyverno.PRIORITY_LABEL, data["defaultPriority"])
     labels.setdefault(kyverno.WALLTIME_LABEL, data[walltime_key])
+    if obj["kind"] == "TrainJob" and job_class:
+        # trainjob-processes: Trainer counts only resources named like a GPU; for others, one process per unit.
+        resource = accelerators.resource(inventory.classes[job_class])
+        trainer_spec = obj["spec"].get("trainer", {})
+        per_node = trainer_spec.get("resourcesPerNode", {})
+        units = int(per_node.get("requests", {}).get(resource, per_node.get("limits", {}).get(resource, 0)))
+        if "gpu" not in resource.lower() and units and "numProcPerNode" not in trainer_spec:
+            trainer_spec["numProcPerNode"] = units
     if obj["kind"] == "Job":
         obj["spec"].setdefault("ttlSecondsAfterFinished", seconds(inventory.cluster.queueing.finishedJobTTL))
     return obj
@@ -298,7 +314,7 @@ def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, c
         test["clusterResources"] = ["cluster.yaml"]
         results = []
         for case in suite.cases:
-            for policy in POLICIES_FOR[case.kind]:
+            for policy in policies_for(case.kind, case.inventory):
                 expected = ("error" if case.error else "fail") if policy == case.deny else "pass"
                 result: dict[str, Any] = {
                     "policy": policy,
@@ -507,7 +523,7 @@ def test_every_suite_ran_and_the_cli_reports_no_failure(run):
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_case(run, case):
     rows = run.by_case[case.index]
-    assert [policy for policy, _ in rows] == list(POLICIES_FOR[case.kind])
+    assert [policy for policy, _ in rows] == list(policies_for(case.kind, case.inventory))
     resource = f"{API_VERSIONS[case.kind]}/{case.kind}/{case.namespace}/{case.name}"
     for policy, row in rows:
         where = f"{policy} on {resource} ({case.operation} as {case.user}): {row}"
@@ -574,7 +590,7 @@ def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_ob
                           capture_output=True, text=True, timeout=ceiling(30))
     assert done.returncode != 0
     assert "Want pass, got fail" in done.stdout
-    assert f"Test Summary: {len(POLICIES_FOR['TrainJob']) - 1} tests passed and 1 tests failed" in done.stdout
+    assert f"Test Summary: {len(policies_for('TrainJob', 'flame')) - 1} tests passed and 1 tests failed" in done.stdout
 
 
 # --- UPDATEs with a real oldObject, through Kyverno's CEL engine ----------------------------------------------
@@ -661,7 +677,7 @@ def update_responses(engine, tmp_path_factory, inventories, case_objects) -> dic
 @pytest.mark.parametrize("case", UPDATES, ids=[case.id for case in UPDATES])
 def test_update(update_responses, case):
     # ValidatingPolicies only; of the Pod policies only gpu-visibility matches an UPDATE (of ephemeralcontainers).
-    expected = [p for p in POLICIES_FOR[case.kind]
+    expected = [p for p in policies_for(case.kind, case.inventory)
                 if p not in MUTATING and not (case.kind == "Pod" and p in (kyverno.GPU_PODS, kyverno.LIMITS))]
     got = update_responses[case.index]
     assert [r["policy"] for r in got] == expected, got

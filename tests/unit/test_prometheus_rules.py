@@ -178,3 +178,22 @@ def test_promtool_unit_tests(promtool, rules_dir, alert):
     result = subprocess.run([promtool, "test", "rules", str(test_file)], capture_output=True, text=True,
                             cwd=rules_dir)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_mixed_accelerators_rules_pass_promtool_check(promtool, tmp_path):
+    """examples/mixed-accelerators: each class's rules select its own resource (MIG slices, time-slices, AMD,
+    Gaudi), and promtool accepts them."""
+    from generator.builders import prometheus
+    from generator.inventory import load_inventory
+
+    mixed = load_inventory(REPO / "examples" / "mixed-accelerators" / "gpu_classes.yaml")
+    rules = [obj for obj in prometheus.monitoring_objects(mixed) if obj["kind"] == "PrometheusRule"]
+    text = "\n".join(yaml.safe_dump(rule["spec"]) for rule in rules)
+    for resource in ("nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared", "amd.com/gpu", "habana.ai/gaudi"):
+        assert f'resource="{resource}"' in text, resource
+    files = []
+    for index, rule in enumerate(rules):
+        files.append(tmp_path / f"{index}.yaml")
+        files[-1].write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
+    result = subprocess.run([promtool, "check", "rules", *map(str, files)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -29,7 +29,7 @@ from simulation.waiting import ceiling  # noqa: E402
 CSV_HEADER = ["period_start", "period_end", "step_seconds", "group", "class",
               "gpu_hours", "allocated_gpu_hours", "gpu_percent_of_allocation",
               "cpu_hours", "allocated_cpu_hours", "cpu_percent_of_allocation",
-              "memory_gib_hours", "allocated_memory_gib_hours", "memory_percent_of_allocation"]
+              "memory_gib_hours", "allocated_memory_gib_hours", "memory_percent_of_allocation", "gpu_unit"]
 FIELD_COLUMN = {"gpus": "gpu_hours", "cpu": "cpu_hours", "memory": "memory_gib_hours"}
 
 

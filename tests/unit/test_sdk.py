@@ -74,3 +74,29 @@ def test_harness_can_fail_a_runtime_the_sdk_rejects():
     with trainer_client([broken], namespace="vision-lab") as (client, _):
         with pytest.raises(Exception):
             client.list_runtimes()
+
+
+def test_every_kind_of_class_is_asked_for_as_the_users_page_shows():
+    """examples/mixed-accelerators: for each class (whole GPU, MIG, time-sliced, AMD, Gaudi) the users' page's SDK
+    snippet, run through the real SDK, requests exactly the class's resource, and its YAML names the same."""
+    import json
+
+    from generator import userdocs
+    from generator.builders import trainer
+    from generator.inventory import accelerators, load_inventory
+    from generator.inventory.naming import runtime_name
+
+    mixed = load_inventory(REPO / "examples" / "mixed-accelerators" / "gpu_classes.yaml")
+    page = userdocs.runtimes_page(mixed, "gpu_classes.yaml")
+    runtimes = trainer.runtimes(mixed)
+    for name, gpu_class in sorted(mixed.classes.items()):
+        section = page.split(f"### {runtime_name(name)}\n", 1)[1].split("\n### ", 1)[0]
+        key, resource = accelerators.sdk_name(gpu_class), accelerators.resource(gpu_class)
+        assert f'resources_per_node={{"cpu": 8, "memory": "64Gi", {key}: 1}}' in section, name
+        assert f'        {resource}: "1"' in section, name
+        body = train_job_from_sdk(runtimes, "vision-lab", runtime_name(name),
+                                  resources_per_node={"cpu": 8, "memory": "64Gi", json.loads(key): 1})
+        per_node = body["spec"]["trainer"]["resourcesPerNode"]
+        for part in ("requests", "limits"):
+            assert float(per_node[part][resource]) == 1, (name, per_node)
+            assert set(per_node[part]) == {"cpu", "memory", resource}, (name, per_node)
