@@ -7,17 +7,22 @@ render forks one child, generator/parallel.py, which shares the parent's pages; 
 files written, and a no-op re-render, which must write nothing.
 
     .venv/bin/python -m benchmarks.clusters_render [--clusters 8] [--classes 64] [--groups 2000] [--reps 3]
-                                                  [--work /dev/shm]
+                                                  [--work /dev/shm] [--write-readme]
+
+--write-readme rewrites the table between the clusters_render markers in benchmarks/README.md.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.run import Renderer, settle, snapshot, spread, touched
+from benchmarks.run import Renderer, conditions, settle, snapshot, spread, touched, write_readme
 from tests.support import synth
+
+BEGIN, END = "<!-- clusters_render -->", "<!-- /clusters_render -->"
 
 
 def files(paths: list[Path]) -> int:
@@ -32,7 +37,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--namespaces", type=int, default=3)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--work", type=Path, default=None, help="where to write (/dev/shm: without the disk)")
+    parser.add_argument("--write-readme", action="store_true", help="rewrite the table in benchmarks/README.md")
     args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()
     size = f"{args.classes} x {args.groups} x {args.namespaces}"
     with tempfile.TemporaryDirectory(prefix="gpugen-clusters-render-", dir=args.work) as tmp:
         tmp = Path(tmp)
@@ -60,10 +67,19 @@ def main(argv: list[str]) -> int:
             after = snapshot(paths(work))
             noop = touched(before, after)
             rows.append((label, spread(times), max(rss), written, noop["changed"] + noop["added"] + noop["removed"]))
-    print("| render | time, median (range) | peak RSS | YAML files | files a no-op re-render touches |")
-    print("|---|---|---:|---:|---:|")
-    for label, time_, rss_, written, noop in rows:
-        print(f"| {label} | {time_} | {rss_:.0f} MB | {written:,} | {noop} |")
+    where = args.work or Path(tempfile.gettempdir())
+    where = "on tmpfs" if str(where).startswith("/dev/shm") else f"under {where}"
+    lines = [conditions(load_at_start), "",
+             f"Outputs written {where}; {args.reps} cold render(s) of each, the disk settled before each.", "",
+             "| render | time, median (range) | peak RSS | YAML files | files a no-op re-render touches |",
+             "|---|---|---:|---:|---:|"]
+    lines += [f"| {label} | {time_} | {rss_:.0f} MB | {written:,} | {noop} |"
+              for label, time_, rss_, written, noop in rows]
+    text = "\n".join(lines)
+    print(text)
+    if args.write_readme:
+        write_readme(text, BEGIN, END)
+        print("rewrote the clusters_render table of benchmarks/README.md")
     return 0
 
 

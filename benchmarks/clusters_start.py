@@ -6,7 +6,9 @@ it samples every 0.5 s the resident memory (RSS, from /proc) of every process it
 harness's phases, the peak of the sum over all processes, and that peak per kind of process (etcd,
 kube-apiserver, kueue, ...). The processes it starts are stopped by it, also on Ctrl-C.
 
-    .venv/bin/python -m benchmarks.clusters_start [--runs N] [--hold SECONDS] [--work DIR]
+    .venv/bin/python -m benchmarks.clusters_start [--runs N] [--hold SECONDS] [--work DIR] [--write-readme]
+
+--write-readme rewrites the table between the clusters_start markers in benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
+from benchmarks.run import conditions, median, write_readme  # noqa: E402
 from simulation import several_clusters  # noqa: E402
 from tests.support.inventories import platform_data, to_text  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
+BEGIN, END = "<!-- clusters_start -->", "<!-- /clusters_start -->"
 
 
 def descendants(root: int) -> list[int]:
@@ -100,19 +104,38 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--hold", type=float, default=30.0, help="seconds to keep sampling once started")
     parser.add_argument("--work", type=pathlib.Path, default=None)
+    parser.add_argument("--write-readme", action="store_true", help="rewrite the table in benchmarks/README.md")
     args = parser.parse_args(argv)
-    starts, peaks = [], []
+    load_at_start = os.getloadavg()
+    starts, peaks, all_timings, all_by_name = [], [], [], []
     for run in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="gpugen-clusters-", dir=args.work) as tmp:
             timings, peak, by_name = one_run(pathlib.Path(tmp), args.hold)
         starts.append(timings["connected"])
         peaks.append(peak)
+        all_timings.append(timings)
+        all_by_name.append(by_name)
         print(f"run {run + 1}: " + ", ".join(f"{k} at {v:.1f}s" for k, v in timings.items())
               + f"; peak RSS {peak / 1000:.2f} GB")
         print("  peak RSS by process (MB, summed over its copies): " + ", ".join(
             f"{name} {mb:.0f}" for name, mb in sorted(by_name.items(), key=lambda kv: -kv[1]) if mb >= 10))
     print(f"start (MultiKueue connected): median {statistics.median(starts):.1f}s over {args.runs} runs; "
           f"peak RSS median {statistics.median(peaks) / 1000:.2f} GB")
+    lines = [conditions(load_at_start), "",
+             f"{args.runs} start(s), medians; memory sampled every 0.5 s over the start and {args.hold:.0f} s after.", "",
+             "| figure | value |", "|---|---:|"]
+    lines += [f"| {'MultiKueue connected' if phase == 'connected' else phase + ' ready'} at | "
+              f"{median([t[phase] for t in all_timings if phase in t]):.1f} s |" for phase in all_timings[0]]
+    lines.append(f"| **peak RSS, every process it started** | **{median(peaks) / 1000:.2f} GB** |")
+    names = {name for by_name in all_by_name for name in by_name}
+    peak_by_name = {name: median([by_name.get(name, 0.0) for by_name in all_by_name]) for name in names}
+    lines += [f"| &nbsp; {name} (summed over the clusters) | {mb:,.0f} MB |"
+              for name, mb in sorted(peak_by_name.items(), key=lambda kv: -kv[1]) if mb >= 10]
+    text = "\n".join(lines)
+    print(text)
+    if args.write_readme:
+        write_readme(text, BEGIN, END)
+        print("rewrote the clusters_start table of benchmarks/README.md")
     return 0
 
 

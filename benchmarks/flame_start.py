@@ -6,13 +6,15 @@ stops it again (every process it started, also on Ctrl-C). Per start: the CPU se
 FLAME was ready (its descendants included; the harness with what it ran), the harness's phases, and, from the real
 Argo CD application controller's log, when each Application's first sync began and when it was last seen Synced
 and Healthy. CPU seconds travel between machines better than wall time; the machine's bare import
-(`python -c 'import pydantic, yaml, click'`) is printed beside them, so that its speed is on record.
+(`python -c 'import pydantic, yaml, click'`) and its load average at the start are printed beside them, so that its
+speed and how busy it was are on record.
 
     .venv/bin/python -m benchmarks.flame_start [--runs N] [--against REV] [--work DIR] [--write-readme]
 
 --against REV starts the FLAME of git revision REV (a temporary worktree of this repository) in turn with this
-checkout's, A B A B ..., the way to show what a change saves on the same machine in one run. --write-readme
-rewrites the table between the flame_start markers in benchmarks/README.md.
+checkout's, A B A B ..., the way to show what a change saves on the same machine in one run; its column is headed
+"against REV", so a table kept in benchmarks/README.md is best made without it. --write-readme rewrites the table
+between the flame_start markers in benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -141,13 +143,6 @@ def measure_one(source: pathlib.Path, work: pathlib.Path) -> dict:
     return {"wall": wall, "timings": flame.timings, "cpu": cpu, "timeline": timeline, "establishing": establishing}
 
 
-def bare_import() -> float:
-    """Seconds of render_floor.py's bare import (median of 5), timed as it times it: the machine's speed."""
-    from benchmarks.render_floor import BARE_IMPORT  # noqa: PLC0415 (not in --one's process: see measure_one)
-    from benchmarks.run import PYTHON, median, run  # noqa: PLC0415
-    return median([run([PYTHON, "-c", BARE_IMPORT], cwd=REPO).seconds for _ in range(5)])
-
-
 def _start(source: pathlib.Path, work: pathlib.Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "benchmarks.flame_start", "--one", str(source), "--work", str(work)],
                           cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -162,15 +157,13 @@ def _worktree(revision: str, into: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def table(results: dict[str, list[dict]], bare: float) -> str:
+def table(results: dict[str, list[dict]], load_at_start: tuple[float, ...]) -> str:
     """CPU seconds per process (median over the runs) for each checkout measured, with wall times and totals."""
-    from benchmarks.render_floor import BARE_IMPORT  # noqa: PLC0415 (not in --one's process: see measure_one)
-    from benchmarks.run import median as _median  # noqa: PLC0415
+    from benchmarks.run import conditions, median as _median  # noqa: PLC0415 (not in --one's process: see measure_one)
     labels = list(results)
     names = sorted({n for runs in results.values() for r in runs for n in r["cpu"]},
                    key=lambda n: -max(_median([r["cpu"].get(n, 0.0) for r in runs]) for runs in results.values()))
-    lines = [f"Bare import (`python -c '{BARE_IMPORT}'`, median of 5) on this machine: {bare * 1000:.0f} ms; "
-             f"{len(next(iter(results.values())))} start(s) of each, medians.", "",
+    lines = [conditions(load_at_start), "", f"{len(next(iter(results.values())))} start(s) of each, medians.", "",
              "| CPU seconds to ready | " + " | ".join(labels) + " |",
              "|---|" + "---:|" * len(labels)]
     for name in names:
@@ -201,11 +194,12 @@ def main(argv=None) -> int:
     if args.one:
         json.dump(measure_one(args.one, args.work), sys.stdout)
         return 0
+    load_at_start = os.getloadavg()
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="flame-start-"))
     sources = {"this checkout": REPO}
     try:
         if args.against:
-            sources[f"at {args.against}"] = _worktree(args.against, scratch)
+            sources[f"against {args.against}"] = _worktree(args.against, scratch)
         results: dict[str, list[dict]] = {label: [] for label in sources}
         for run in range(1, args.runs + 1):
             for label, source in sources.items():
@@ -222,7 +216,7 @@ def main(argv=None) -> int:
                 print("  CRDs by API group: how many, seconds from creation to Established (median, max)")
                 for group, delays in sorted(result["establishing"].items()):
                     print(f"  {group:32} {len(delays):3}  {statistics.median(delays):5.1f}  {max(delays):5.1f}")
-        text = table(results, bare_import())
+        text = table(results, load_at_start)
         print("\n" + text)
         if args.write_readme:
             from benchmarks.run import write_readme  # noqa: PLC0415

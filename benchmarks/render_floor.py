@@ -12,21 +12,25 @@ Every render's output is compared byte for byte: FLAME's with the committed rend
 docs/runtimes.md, each national render's with the first one. Everything is written under a temporary directory
 on /dev/shm, removed at the end.
 
-    .venv/bin/python -m benchmarks.render_floor [--reps N]
+    .venv/bin/python -m benchmarks.render_floor [--reps N] [--write-readme]
+
+--write-readme rewrites the table between the render_floor markers in benchmarks/README.md.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import marshal
+import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.run import PYTHON, REPO, Renderer, bytecode_as_by_default, median, run
+from benchmarks.run import (BARE_IMPORT, PYTHON, REPO, Renderer, bytecode_as_by_default, conditions, median, run,
+                            write_readme)
 
-BARE_IMPORT = "import pydantic, yaml, click"
+BEGIN, END = "<!-- render_floor -->", "<!-- /render_floor -->"
 # The inventory's pydantic classes alone: what any render that validates the inventory with them starts from.
 SCHEMA_IMPORT = "import generator.inventory.models"
 NATIONAL = {"classes": 64, "groups": 2000, "namespaces": 3}
@@ -76,7 +80,9 @@ def committed_flame() -> dict[str, bytes]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7, help="interleaved runs of each side (default 7)")
+    parser.add_argument("--write-readme", action="store_true", help="rewrite the table in benchmarks/README.md")
     args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()
     renderer = Renderer()
     if set(renderer.outputs) != {"--out", "--bootstrap-out", "--docs-out"}:
         print(f"render's outputs are now {sorted(renderer.outputs)}: update committed_flame()", file=sys.stderr)
@@ -121,20 +127,27 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     national, floor_s = median(times["national render"]), median(times["national floor"])
-    flame_s, bare = median(times["FLAME render"]), median(times["bare import"])
-    rows = [("national render (tmpfs, {:,} files)".format(len(national_files)), national),
-            ("creating the same files from Python", floor_s),
-            ("FLAME render", flame_s), (f"`python -c '{BARE_IMPORT}'`", bare),
-            (f"`python -c '{SCHEMA_IMPORT}'`", median(times["schema import"]))]
-    print(f"{args.reps} interleaved runs each, medians; every render's output byte-identical "
-          f"(FLAME: to the committed tree; national: to the first render)")
-    for name, seconds in rows:
-        print(f"  {name:45s} {seconds * 1000:7.0f} ms")
-    for label, ratio, target in (("national render / floor", national / floor_s, NATIONAL_TARGET),
+    flame_s, bare, schema = median(times["FLAME render"]), median(times["bare import"]), median(times["schema import"])
+    lines = [conditions(load_at_start), "",
+             f"{args.reps} interleaved runs of each process, medians, everything on tmpfs; every render's output "
+             "byte-identical (FLAME's to the committed tree, each national render's to the first).", "",
+             "| process | median |", "|---|---:|",
+             f"| national render, {NATIONAL['classes']} × {NATIONAL['groups']:,} × {NATIONAL['namespaces']} "
+             f"({len(national_files):,} files) | {national * 1000:,.0f} ms |",
+             f"| creating the same files from Python (its floor) | {floor_s * 1000:,.0f} ms |",
+             f"| FLAME render | {flame_s * 1000:,.0f} ms |",
+             f"| `python -c '{BARE_IMPORT}'` (its floor) | {bare * 1000:,.0f} ms |",
+             f"| `python -c '{SCHEMA_IMPORT}'` (the inventory's schema alone) | {schema * 1000:,.0f} ms |", "",
+             "| ratio | figure | target | verdict |", "|---|---:|---:|---|"]
+    for label, ratio, target in (("national render / its floor", national / floor_s, NATIONAL_TARGET),
                                  ("FLAME render / bare import", flame_s / bare, FLAME_TARGET)):
-        print(f"  {label:45s} {ratio:7.2f}x  (target at most {target}x: {'met' if ratio <= target else 'NOT met'})")
-    print(f"  {'the inventory schema alone / bare import':45s} {median(times['schema import']) / bare:7.2f}x  "
-          "(what validating with pydantic costs before any work)")
+        lines.append(f"| {label} | {ratio:.2f}× | ≤ {target}× | **{'met' if ratio <= target else 'not met'}** |")
+    lines.append(f"| the inventory's schema alone / bare import | {schema / bare:.2f}× | — | — |")
+    text = "\n".join(lines)
+    print(text)
+    if args.write_readme:
+        write_readme(text, BEGIN, END)
+        print("rewrote the render_floor table of benchmarks/README.md")
     return 0
 
 
