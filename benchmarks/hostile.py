@@ -127,7 +127,6 @@ def make(work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write-readme", action="store_true", help="rewrite the table in benchmarks/README.md")
-    # The name this option had when the table was benchmarks/hostile.md, which pages still give.
     parser.add_argument("--make", metavar="DIR", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.make:
