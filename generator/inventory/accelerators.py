@@ -94,6 +94,14 @@ def device_env(inventory: Inventory) -> tuple[str, ...]:
     return tuple(variable for domain, variables in DEVICE_ENV.items() if domain in vendors for variable in variables)
 
 
+def one_share_per_container(gpu_class: GpuClass) -> bool:
+    """Whether a container may ask for one unit of the class's resource at most: a time-sliced class whose device
+    plugin refuses more (sharing.timeSlicing.failRequestsGreaterThanOne; internal/rm/rm.go ValidateRequest fails
+    the allocation with "maximum request size for shared resources is 1")."""
+    sharing = gpu_class.accelerator.timeSlicing
+    return sharing is not None and sharing.failRequestsGreaterThanOne
+
+
 def unit(gpu_class: GpuClass) -> str:
     """What one unit of the class's resource is, for messages, the report and the users' page: the inventory's
     words, else a noun derived from the resource."""
