@@ -324,7 +324,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
         # The site's Prometheus, once Argo CD has synced the monitors and rules it reads.
         prometheus = start_prometheus(work, procs, k8s.plane, synced, inventory, net)
         # What ran, from Kueue's Workloads: the accounting is checked against it.
-        ledger = WorkloadLedger(admin).start()
+        ledger = WorkloadLedger(admin, inventory).start()
         researchers = researcher_identities(work, k8s.plane, inventory)
         timings["ready"] = time.monotonic() - t0
         log(f"FLAME ready in {timings['ready']:.1f}s")

@@ -1,6 +1,7 @@
 """What ran, as Kueue's own API tells it: every Workload's spells of reserved quota, with the ClusterQueue, the
-flavor and the GPUs of each, recorded from the simulated FLAME's start until it stops. The accounting test
-compares Prometheus' and `gpugen report`'s GPU-hours with this.
+flavor and the units of each (of the flavor's class's accelerator resource: GPUs, MIG slices, time-slices, ...),
+recorded from the simulated cluster's start until it stops. The accounting test compares Prometheus' and
+`gpugen report`'s GPU-hours (unit-hours) with this.
 
 A poll every second reads each Workload's QuotaReserved and Finished conditions, whose transition times (whole
 seconds) bound a spell; a Workload deleted between two polls ends at the poll that missed it.
@@ -12,8 +13,9 @@ import dataclasses
 import datetime
 import threading
 import time
+from collections.abc import Iterable
 
-from generator.inventory.naming import GPU_RESOURCE
+from generator.inventory import accelerators
 
 WORKLOADS = ("kueue.x-k8s.io/v1beta2", "Workload")
 
@@ -23,7 +25,7 @@ class Spell:
     namespace: str
     name: str
     cluster_queue: str
-    gpus: dict[str, float]  # flavor -> GPUs held
+    gpus: dict[str, float]  # flavor -> units of its class's accelerator held
     start: float  # Unix seconds
     end: float | None = None
 
@@ -39,19 +41,24 @@ def _condition(workload: dict, kind: str) -> dict | None:
     return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), None)
 
 
-def _gpus(workload: dict) -> dict[str, float]:
+def _gpus(workload: dict, resources: Iterable[str]) -> dict[str, float]:
+    """flavor -> units held, of each of `resources` the Workload's pod sets were assigned (a flavor is one class,
+    whose quota of the other classes' resources is 0, so its units are of one resource)."""
     held: dict[str, float] = {}
     for assignment in workload["status"]["admission"].get("podSetAssignments", []):
-        flavor = assignment.get("flavors", {}).get(GPU_RESOURCE)
-        amount = assignment.get("resourceUsage", {}).get(GPU_RESOURCE)
-        if flavor and amount is not None:
-            held[flavor] = held.get(flavor, 0.0) + float(str(amount))
+        for resource in resources:
+            flavor = assignment.get("flavors", {}).get(resource)
+            amount = assignment.get("resourceUsage", {}).get(resource)
+            if flavor and amount is not None:
+                held[flavor] = held.get(flavor, 0.0) + float(str(amount))
     return held
 
 
 class WorkloadLedger:
-    def __init__(self, admin, interval: float = 1.0):
+    def __init__(self, admin, inventory, interval: float = 1.0):
         self.admin = admin
+        # Each class's accelerator resource, as the Kueue builder covers them (FLAME: nvidia.com/gpu alone).
+        self.resources = tuple(accelerators.resources(inventory))
         self.interval = interval
         self.spells: list[Spell] = []
         self._open: dict[str, Spell] = {}  # workload uid -> its current spell
@@ -89,7 +96,7 @@ class WorkloadLedger:
                 spell = self._open.get(uid)
                 if holding and spell is None:
                     spell = Spell(w["metadata"]["namespace"], w["metadata"]["name"],
-                                  w["status"]["admission"]["clusterQueue"], _gpus(w), _time(reserved["lastTransitionTime"]))
+                                  w["status"]["admission"]["clusterQueue"], _gpus(w, self.resources), _time(reserved["lastTransitionTime"]))
                     self._open[uid] = spell
                     self.spells.append(spell)
                 elif not holding and spell is not None:
@@ -100,7 +107,8 @@ class WorkloadLedger:
                 self._open.pop(uid).end = now
 
     def gpu_seconds(self, until: float | None = None) -> dict[tuple[str, str], float]:
-        """(ClusterQueue, flavor) -> GPU-seconds held, open spells counted until `until` (default now)."""
+        """(ClusterQueue, flavor) -> unit-seconds held (GPU-seconds for whole GPUs), open spells counted until
+        `until` (default now)."""
         until = until if until is not None else time.time()
         totals: dict[tuple[str, str], float] = {}
         with self._lock:

@@ -294,7 +294,8 @@ def _platform(inventory: Inventory, panels: _Panels) -> Builder:
         utilisation, memory = [], []
         for class_name, gpu_class in sorted(inventory.classes.items()):
             product = gpu_class.nodeSelector.get(cluster.gpuClassLabel)
-            # DCGM reports NVIDIA's GPUs only; a MIG instance's series carry its profile in GPU_I_PROFILE.
+            # DCGM reports NVIDIA's GPUs only; a MIG instance's series carry its profile in GPU_I_PROFILE. AMD's
+            # exporter names no class its series could be selected by (docs/monitoring.md).
             if product is None or accelerators.vendor(accelerators.resource(gpu_class)) != "nvidia.com":
                 continue
             model = _match(DCGM_MODEL_LABEL, dcgm_model_regex(product))

@@ -536,14 +536,25 @@ def job_defaults(inventory: Inventory) -> dict[str, Any]:
     return _mutating(inventory, DEFAULTS, description, match, cel_)
 
 
+def _unit_words(gpu_class: Any) -> list[str]:
+    """The words after a count of the class's units in job-limits' messages: one, several, "fewer ..."."""
+    return [" " + accelerators.unit(gpu_class), accelerators.counted(gpu_class, 2)[1:],
+            " " + accelerators.unit_plural(gpu_class)]
+
+
 def job_limits(inventory: Inventory) -> dict[str, Any]:
     controllers = controller_identities(inventory)
     classes = sorted(inventory.classes.items())
     general_form = general(inventory)
-    # An inventory of whole NVIDIA GPUs keeps its policy: the general form's variables, validations and unit words
+    # An inventory of whole NVIDIA GPUs keeps its policy: the general form's variables, validations and messages
     # are filled here and dropped below.
-    unit_words = {"classUnits": {name: [" " + accelerators.unit(c), accelerators.counted(c, 2)[1:]]
-                                 for name, c in classes}} if general_form else {}
+    class_units = {name: _unit_words(c) for name, c in classes}
+    resource_units = {}
+    for resource in accelerators.resources(inventory):
+        words = {tuple(class_units[name]) for name, c in classes if accelerators.resource(c) == resource}
+        # Classes of one resource in different units: the resource's own name counts it.
+        resource_units[resource] = list(words.pop()) if len(words) == 1 else [f" {resource}"] * 3
+    one_share = {name: accelerators.resource(c) for name, c in classes if accelerators.one_share_per_container(c)}
     cel_ = fill(
         _template(LIMITS, general_form),
         controllers=sorted({controllers.trainer, controllers.jobset, controllers.kueue, controllers.job}),
@@ -555,7 +566,13 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
         classRequests={name: f"{accelerators.sdk_name(c)}: 1" for name, c in classes},
         kindsTail=(": a node of one class has one; name the runtime of the class whose accelerator you want "
                    f"({use_runtimes(inventory)})"),
-        **unit_words,
+        classUnits=class_units,
+        resourceUnits=resource_units,
+        oneShareClasses=one_share,
+        # A resource whose every class refuses more than one share: a Job that names no class is judged by it.
+        oneShareResources=sorted({resource for resource in one_share.values()
+                                  if all(name in one_share for name, c in classes
+                                         if accelerators.resource(c) == resource)}),
         **({} if general_form else {"gpu": GPU_RESOURCE}),
         nodeGpus={name: c.perNode.gpus for name, c in classes},
         nodeCpu={name: str(c.perNode.cpu) for name, c in classes},
@@ -577,6 +594,10 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
                    "group's maximum or a longer terminationGracePeriodSeconds than "
                    f"{inventory.cluster.queueing.maxGracePeriod}; no pod names a priorityClassName.")
     general_variables, general_validations = cel_.pop("generalVariables"), cel_.pop("generalValidations")
+    for validation in cel_["validations"]:
+        general_message = validation.pop("generalMessageExpression", None)
+        if general_form and general_message is not None:
+            validation["messageExpression"] = general_message
     if general_form:
         cel_ = {"variables": {**cel_["variables"], **general_variables},
                 "validations": cel_["validations"] + general_validations}

@@ -5,7 +5,7 @@ report and the users' page read these facts from here.
 The resource names are the device plugins' own: NVIDIA's whole GPU `nvidia.com/gpu`; a MIG profile under the
 mixed strategy `nvidia.com/mig-<profile>` (the plugin writes a profile's `+` as `.`, so `1g.10gb+me` is
 `mig-1g.10gb.me`); a time-sliced GPU keeps `nvidia.com/gpu` or, renamed, `nvidia.com/gpu.shared`; AMD's
-`amd.com/gpu`; Intel Gaudi's `habana.ai/gaudi`. Any other valid extended resource name is a vendor gpugen knows
+`amd.com/gpu`; Intel Gaudi's `habana.ai/gaudi` (Gaudi 1, 2 and 3: the plugin advertises `habana.ai/<family>`). Any other valid extended resource name is a vendor gpugen knows
 nothing more about.
 """
 
@@ -92,6 +92,14 @@ def device_env(inventory: Inventory) -> tuple[str, ...]:
     """The device variables of every vendor whose resources the inventory's classes request, NVIDIA's first."""
     vendors = {vendor(name) for name in resources(inventory)}
     return tuple(variable for domain, variables in DEVICE_ENV.items() if domain in vendors for variable in variables)
+
+
+def one_share_per_container(gpu_class: GpuClass) -> bool:
+    """Whether a container may ask for one unit of the class's resource at most: a time-sliced class whose device
+    plugin refuses more (sharing.timeSlicing.failRequestsGreaterThanOne; internal/rm/rm.go ValidateRequest fails
+    the allocation with "maximum request size for shared resources is 1")."""
+    sharing = gpu_class.accelerator.timeSlicing
+    return sharing is not None and sharing.failRequestsGreaterThanOne
 
 
 def unit(gpu_class: GpuClass) -> str:

@@ -307,6 +307,10 @@ class TimeSlicing(Strict):
     sharing.timeSlicing): perNode.gpus counts the shares, GPUs x replicas."""
 
     replicas: Annotated[int, Field(ge=2, le=INT32_MAX)]
+    # The device plugin's own setting of the same name: true, a container asking for more than one share is refused
+    # at submission, not by the node after Kueue admitted it. Unset means true, NVIDIA's recommendation: more
+    # shares are no more of a GPU. false only where the plugin's is false and jobs may hold several shares.
+    failRequestsGreaterThanOne: bool = True
 
 
 class Accelerator(Strict):

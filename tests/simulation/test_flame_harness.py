@@ -163,3 +163,28 @@ def test_configurations_change_only_their_listeners(chart_configurations):
             assert keep(local) == keep(doc), (name, section)
         assert {k: v for k, v in local["webhook"].items() if k != "host"} == \
             {k: v for k, v in (doc.get("webhook") or {}).items() if k != "host"}, name
+
+
+def test_the_ledger_counts_each_class_s_accelerator_in_its_flavor():
+    """A Workload's units of each class's resource, by flavor (a MIG slice, an AMD GPU, a time-slice), and FLAME's
+    GPUs as before; a resource no class has (cpu) is never counted."""
+    from generator.inventory import load_inventory
+    from simulation.ledger import WorkloadLedger
+
+    def workload(uid: str, usage: dict[str, tuple[str, str]]) -> dict:
+        return {"metadata": {"uid": uid, "namespace": "nlp-lab", "name": uid},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "True",
+                                           "lastTransitionTime": "2025-01-01T00:00:00Z"}],
+                           "admission": {"clusterQueue": "nlp-lab", "podSetAssignments": [{
+                               "flavors": {resource: flavor for resource, (flavor, _) in usage.items()},
+                               "resourceUsage": {resource: amount for resource, (_, amount) in usage.items()}}]}}}
+
+    start = 1735689600.0
+    mixed = WorkloadLedger(None, load_inventory(REPO / "examples" / "mixed-accelerators" / "gpu_classes.yaml"))
+    mixed.observe([workload("mig", {"nvidia.com/mig-1g.10gb": ("a100-1g", "2"), "cpu": ("a100-1g", "8")}),
+                   workload("amd", {"amd.com/gpu": ("mi300x", "4")})], start)
+    assert mixed.gpu_seconds(until=start + 10) == {("nlp-lab", "a100-1g"): 20.0, ("nlp-lab", "mi300x"): 40.0}
+    flame = WorkloadLedger(None, load_inventory(REPO / "gpu_classes.yaml"))
+    flame.observe([workload("gpu", {"nvidia.com/gpu": ("gh200", "1")}),
+                   workload("amd", {"amd.com/gpu": ("mi300x", "4")})], start)
+    assert flame.gpu_seconds(until=start + 10) == {("nlp-lab", "gh200"): 10.0}

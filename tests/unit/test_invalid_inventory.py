@@ -284,6 +284,17 @@ CASES = [
           (VISION_GPUS, VISION_GPUS.replace("    allocations:\n", "    allocations:\n" + "".join(
               f"      c{i:02d}: {{gpus: 1, cpu: 1, memory: 1G}}\n" for i in range(64))))],
          "    allocations:", "groups.vision-lab.allocations", r"allocations on 65 classes.*at most 64 flavors"),
+    # 61 classes of a resource each beside gh200's: 62 accelerator resources, with cpu, memory and pods 65 covered
+    # resources, more than one ClusterQueue resource group holds (within its 64 flavors).
+    Case("covered-resources-over-kueue-limit",
+         [("\ngroups:\n", "".join(f"  n{i:02d}:\n    arch: amd64\n    nodeSelector:\n      nvidia.com/gpu.product: N{i}\n"
+                                  f"    accelerator: {{resource: example.com/npu-{i}}}\n"
+                                  f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n"
+                                  for i in range(61)) + "\ngroups:\n"),
+          (VISION_GPUS, VISION_GPUS.replace("    allocations:\n", "    allocations:\n" + "".join(
+              f"      n{i:02d}: {{gpus: 1, cpu: 1, memory: 1G}}\n" for i in range(61))))],
+         "    allocations:", "groups.vision-lab.allocations",
+         r"allocations on classes of 62 accelerator resources.*at most 64 resources there"),
     Case("finished-job-ttl-too-long", [("    finishedJobTTL: 7d", "    finishedJobTTL: 30000d")], "finishedJobTTL",
          "cluster.queueing.finishedJobTTL", r"int32"),
     # Several clusters (docs/multi-cluster.md).

@@ -879,3 +879,19 @@ def test_fragments_take_their_argument_then_expand_the_fragments_they_call(monke
     assert kyverno._expand("x: |-\n    @outer(object)") == "x: |-\n    object.spec\n      + [object.status.job]"
     with pytest.raises(ValueError, match="unknown CEL fragment @missing"):
         kyverno._expand("@missing(object)")
+
+
+def test_several_shares_per_container_follow_the_class_s_time_slicing(inventories):
+    """A time-sliced class refuses more than one share per container unless its timeSlicing says the device plugin
+    lets them through (failRequestsGreaterThanOne: false); no other class ever does."""
+    def shares_rule(inventory: Inventory) -> str:
+        (one_share,) = [v["expression"] for v in kyverno.job_limits(inventory)["spec"]["variables"]
+                        if v["name"] == "oneShare"]
+        return one_share
+
+    assert '{"l40s-shared": "nvidia.com/gpu.shared"}' in shares_rule(inventories["mixed"])
+    assert 'in ["nvidia.com/gpu.shared"]' in shares_rule(inventories["mixed"])
+    data = yaml.safe_load(INVENTORIES["mixed"].read_text(encoding="utf-8"))
+    data["classes"]["l40s-shared"]["accelerator"]["timeSlicing"]["failRequestsGreaterThanOne"] = False
+    assert "{}" in shares_rule(validated(data, str(INVENTORIES["mixed"])))
+    assert not any(v["name"] == "oneShare" for v in kyverno.job_limits(inventories["flame"])["spec"]["variables"])
