@@ -599,7 +599,9 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
         if general_form and general_message is not None:
             validation["messageExpression"] = general_message
     if general_form:
-        cel_ = {"variables": {**cel_["variables"], **general_variables},
+        # A general variable replacing one of the same name moves to the end: it may read those before it.
+        base = {name: cel for name, cel in cel_["variables"].items() if name not in general_variables}
+        cel_ = {"variables": {**base, **general_variables},
                 "validations": cel_["validations"] + general_validations}
     operations = ["CREATE", "UPDATE"]
     match = _match(inventory, _pods(["CREATE"]), _trainjobs(operations), _jobs(operations))
