@@ -34,7 +34,7 @@ BEGIN, END = "<!-- flame_start -->", "<!-- /flame_start -->"
 
 def _time(text: str) -> datetime.datetime:
     """An RFC 3339 timestamp, as Argo CD logs and the API server stamps them."""
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return datetime.datetime.fromisoformat(text)
 
 
 def _at(entry: dict) -> datetime.datetime:
@@ -56,7 +56,7 @@ def application_timeline(controller_log: pathlib.Path) -> dict[str, tuple[float,
             continue
         if message.startswith("Initiated automated sync"):
             began.setdefault(app, _at(entry))
-        elif message.endswith("-> Synced") or message.endswith("-> Healthy"):
+        elif message.endswith(("-> Synced", "-> Healthy")):
             settled[app] = max(settled.get(app, _at(entry)), _at(entry))
     if not began:
         return {}
@@ -127,7 +127,7 @@ def measure_one(source: pathlib.Path, work: pathlib.Path) -> dict:
     other benchmarks' helpers are imported where the table is made, in the parent process."""
     sys.path.insert(0, str(source))
     os.chdir(source)
-    from simulation import flame as flame_mod  # noqa: PLC0415 (the checkout's own, chosen at run time)
+    from simulation import flame as flame_mod  # the checkout's own, chosen at run time
     harness_before = harness_cpu()
     started = time.monotonic()
     flame = flame_mod.start_flame(work, log=lambda message: print(f"  {message}", file=sys.stderr, flush=True))
@@ -143,8 +143,9 @@ def measure_one(source: pathlib.Path, work: pathlib.Path) -> dict:
 
 def bare_import() -> float:
     """Seconds of render_floor.py's bare import (median of 5), timed as it times it: the machine's speed."""
-    from benchmarks.render_floor import BARE_IMPORT  # noqa: PLC0415 (not in --one's process: see measure_one)
-    from benchmarks.run import PYTHON, median, run  # noqa: PLC0415
+    # Imported here, not at the top: --one's process imports nothing of this checkout (measure_one).
+    from benchmarks.render_floor import BARE_IMPORT
+    from benchmarks.run import PYTHON, median, run
     return median([run([PYTHON, "-c", BARE_IMPORT], cwd=REPO).seconds for _ in range(5)])
 
 
@@ -164,8 +165,9 @@ def _worktree(revision: str, into: pathlib.Path) -> pathlib.Path:
 
 def table(results: dict[str, list[dict]], bare: float) -> str:
     """CPU seconds per process (median over the runs) for each checkout measured, with wall times and totals."""
-    from benchmarks.render_floor import BARE_IMPORT  # noqa: PLC0415 (not in --one's process: see measure_one)
-    from benchmarks.run import median as _median  # noqa: PLC0415
+    # Imported here, not at the top: --one's process imports nothing of this checkout (measure_one).
+    from benchmarks.render_floor import BARE_IMPORT
+    from benchmarks.run import median as _median
     labels = list(results)
     names = sorted({n for runs in results.values() for r in runs for n in r["cpu"]},
                    key=lambda n: -max(_median([r["cpu"].get(n, 0.0) for r in runs]) for runs in results.values()))
@@ -225,7 +227,7 @@ def main(argv=None) -> int:
         text = table(results, bare_import())
         print("\n" + text)
         if args.write_readme:
-            from benchmarks.run import write_readme  # noqa: PLC0415
+            from benchmarks.run import write_readme  # not in --one's process (measure_one)
             write_readme(text, BEGIN, END)
             print("rewrote the flame_start table of benchmarks/README.md")
     finally:

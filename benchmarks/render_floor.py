@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     national, floor_s = median(times["national render"]), median(times["national floor"])
     flame_s, bare = median(times["FLAME render"]), median(times["bare import"])
-    rows = [("national render (tmpfs, {:,} files)".format(len(national_files)), national),
+    rows = [(f"national render (tmpfs, {len(national_files):,} files)", national),
             ("creating the same files from Python", floor_s),
             ("FLAME render", flame_s), (f"`python -c '{BARE_IMPORT}'`", bare),
             (f"`python -c '{SCHEMA_IMPORT}'`", median(times["schema import"]))]

@@ -32,7 +32,7 @@ class Spell:
 
 
 def _time(stamp: str) -> float:
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return datetime.datetime.fromisoformat(stamp).timestamp()
 
 
 def _condition(workload: dict, kind: str) -> dict | None:
@@ -59,7 +59,7 @@ class WorkloadLedger:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="workload-ledger", daemon=True)
 
-    def start(self) -> "WorkloadLedger":
+    def start(self) -> WorkloadLedger:
         self._thread.start()
         return self
 
@@ -89,7 +89,8 @@ class WorkloadLedger:
                 spell = self._open.get(uid)
                 if holding and spell is None:
                     spell = Spell(w["metadata"]["namespace"], w["metadata"]["name"],
-                                  w["status"]["admission"]["clusterQueue"], _gpus(w), _time(reserved["lastTransitionTime"]))
+                                  w["status"]["admission"]["clusterQueue"], _gpus(w),
+                                  _time(reserved["lastTransitionTime"]))
                     self._open[uid] = spell
                     self.spells.append(spell)
                 elif not holding and spell is not None:
