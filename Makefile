@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check check-inventory plan schema test test-slow tools validate bench demo lock clean-venv
+.PHONY: help render check check-inventory plan schema lint test test-slow tools validate bench demo lock clean-venv
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,6 +27,9 @@ schema: $(VENV)/.installed ## Re-export the inventory's JSON Schema for editors 
 
 plan: $(VENV)/.installed ## What the inventory change does to the cluster, against the committed tree (BASE=HEAD)
 	$(PY) -m generator plan --base $(or $(BASE),HEAD)
+
+lint: $(VENV)/.installed ## ruff over the Python code with pyproject.toml's rules (the pinned ruff; CI runs it first)
+	$(VENV)/bin/ruff check .
 
 tools: ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform, Argo CD, Prometheus, promtool) into ~/.cache/gpugen
 	bash tools/build.sh

@@ -50,8 +50,12 @@ def main(argv: list[str]) -> int:
         rows = []
         for label, inventory in ((f"{size}, one cluster", one),
                                  (f"{size} over 1 manager + {args.clusters} workers", spread_over)):
-            render = lambda work, inventory=inventory: renderer.render(inventory, work)  # noqa: E731
-            paths = lambda work: list(renderer.paths(work).values())  # noqa: E731
+            def render(work, inventory=inventory):
+                return renderer.render(inventory, work)
+
+            def paths(work):
+                return list(renderer.paths(work).values())
+
             times, rss = [], []
             for rep in range(args.reps):
                 work = tmp / f"work-{len(rows)}-{rep}"

@@ -129,7 +129,7 @@ def measure_one(source: pathlib.Path, work: pathlib.Path) -> dict:
     other benchmarks' helpers are imported where the table is made, in the parent process."""
     sys.path.insert(0, str(source))
     os.chdir(source)
-    from simulation import flame as flame_mod  # noqa: PLC0415 (the checkout's own, chosen at run time)
+    from simulation import flame as flame_mod
     harness_before = harness_cpu()
     started = time.monotonic()
     flame = flame_mod.start_flame(work, log=lambda message: print(f"  {message}", file=sys.stderr, flush=True))
@@ -159,7 +159,7 @@ def _worktree(revision: str, into: pathlib.Path) -> pathlib.Path:
 
 def table(results: dict[str, list[dict]], load_at_start: tuple[float, ...]) -> str:
     """CPU seconds per process (median over the runs) for each checkout measured, with wall times and totals."""
-    from benchmarks.run import conditions, median as _median  # noqa: PLC0415 (not in --one's process: see measure_one)
+    from benchmarks.run import conditions, median as _median
     labels = list(results)
     names = sorted({n for runs in results.values() for r in runs for n in r["cpu"]},
                    key=lambda n: -max(_median([r["cpu"].get(n, 0.0) for r in runs]) for runs in results.values()))
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
         text = table(results, load_at_start)
         print("\n" + text)
         if args.write_readme:
-            from benchmarks.run import write_readme  # noqa: PLC0415
+            from benchmarks.run import write_readme
             write_readme(text, BEGIN, END)
             print("rewrote the flame_start table of benchmarks/README.md")
     finally:

@@ -147,7 +147,7 @@ def main() -> None:
                   f"{result['rss_mb']:.0f} MB, {result['stderr'][:100]}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    from benchmarks.run import conditions, write_readme  # noqa: PLC0415 (see load_at_start)
+    from benchmarks.run import conditions, write_readme
     text = (conditions(load_at_start) + f" Bound: {MEMORY_BOUND_MB} MB peak RSS and {TIME_BOUND_S} s of CPU; "
             "a case over it is marked **over**.\n\n" + table(results))
     print(text)

@@ -302,8 +302,8 @@ def settle() -> None:
 def edited_copy(inventory: Path, work: Path) -> Path:
     """The inventory with one group's description changed: the smallest edit a platform engineer makes."""
     text = inventory.read_text(encoding="utf-8")
-    groups_at = re.search(r"^groups:\s*$", text, re.M)
-    match = re.compile(r"^(    description: )(.*)$", re.M).search(text, groups_at.end() if groups_at else 0)
+    groups_at = re.search(r"^groups:\s*$", text, re.MULTILINE)
+    match = re.compile(r"^(    description: )(.*)$", re.MULTILINE).search(text, groups_at.end() if groups_at else 0)
     if match is None:
         raise RuntimeError(f"{inventory}: no group description to edit")
     # Same file name: the generated headers name the inventory file, and must not change with the edit.
@@ -397,7 +397,7 @@ def apiserver_tier(out: Path, bootstrap: Path | None, work: Path, log) -> dict:
     junit = work / "apiserver-junit.xml"
     env = {**os.environ, "GPUGEN_RENDERED_DIR": str(out),
            # manifest_files() also reads the bootstrap tree: the Application of THIS render, never the repository's.
-           "GPUGEN_BOOTSTRAP_DIR": str(bootstrap if bootstrap else work / "no-bootstrap")}
+           "GPUGEN_BOOTSTRAP_DIR": str(bootstrap or work / "no-bootstrap")}
     env.pop("CI", None)  # a missing binary is then a skip with its reason, reported below, not a crash
     cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", f"--junitxml={junit}"]
     cmd.append("tests/apiserver/test_apiserver.py")

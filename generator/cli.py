@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import sys
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import click
@@ -309,8 +309,8 @@ REPORT_HELP = f"""Report the GPU-hours (and CPU-hours, memory GiB-hours) each re
     admitted, not the utilisation the GPUs measured.
 
     Bounds: a period from 1970-01-01 at the earliest, of at most {MAX_PERIOD_POINTS:,} steps per series
-    ({MAX_PERIOD_POINTS * 30 // 86400} days at 30s), checked before any request; each answer of Prometheus at most {MAX_ANSWER_BYTES // 2**20} MiB (a larger
-    one is asked again in halves), {MAX_SAMPLES:,} samples in all.
+    ({MAX_PERIOD_POINTS * 30 // 86400} days at 30s), checked before any request; each answer of Prometheus at most
+    {MAX_ANSWER_BYTES // 2**20} MiB (a larger one is asked again in halves), {MAX_SAMPLES:,} samples in all.
 
     Exit codes: 0 reported; 1 Prometheus unreachable, refusing the query, answering what is not Kueue's usage (a
     value that is not a finite number from 0, a field missing or of the wrong type, an answer too large) or without
@@ -345,7 +345,7 @@ def report(inventory_path: Path, prometheus_url: str, start: str, end: str | Non
            output_path: Path | None, chart_path: Path | None, progress: bool | None) -> None:
     _RUN["command"] = "report"
     try:
-        period = parse_period(start, end, step, datetime.now(timezone.utc))
+        period = parse_period(start, end, step, datetime.now(UTC))
     except ValueError as error:
         _report_refused(f"{error}; nothing written.", EXIT_INVALID)
     try:
@@ -385,7 +385,8 @@ def run() -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         wanted = limit_mb * 1024 * 1024
         if soft == resource.RLIM_INFINITY or soft > wanted:
-            resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+            allowed = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (allowed, hard))
     try:
         main()
     except MemoryError:

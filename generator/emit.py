@@ -27,10 +27,10 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 _STR, _INT, _BOOL, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("str", "int", "bool", "null"))
 _MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 
-_NOT_PLAIN_WORDS = frozenset(
-    "y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF "
-    "null Null NULL ~ << =".split()
-)
+_NOT_PLAIN_WORDS = frozenset([
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
+    "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL", "~", "<<", "=",
+])
 # Anything number-like in YAML 1.1 or 1.2: ints in any base, sexagesimal, floats with or without a dot,
 # exponents, .inf/.nan, and timestamps (which start with digits too). Over-quoting costs nothing.
 _NUMBER_LIKE = re.compile(r"^[-+]?(?:[0-9.][0-9a-zA-Z_.:+-]*|\.(?:inf|Inf|INF|nan|NaN|NAN))$")
@@ -140,8 +140,8 @@ def _one_line(text: str) -> str:
 
 def _literal(text: str, indent: int) -> str:
     """A multi-line string as a literal block (`|-` or `|`) whose lines start at column `indent`, however long
-    (a literal block never folds); libyaml falls back to double quotes (trailing spaces), adds an indentation hint (leading space or line break) or
-    keeps extra final line breaks (`|+`) otherwise: those are left to it."""
+    (a literal block never folds); libyaml falls back to double quotes (trailing spaces), adds an indentation hint
+    (leading space or line break) or keeps extra final line breaks (`|+`) otherwise: those are left to it."""
     if (not _LINES.fullmatch(text) or " \n" in text or text[-1] == " "
             or text[0] in " \n" or text.endswith("\n\n")):
         return _double_quoted(text) + "\n"
@@ -238,7 +238,8 @@ _ESCAPES = {"\0": "\\0", "\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v
             "\r": "\\r", "\x1b": "\\e", '"': '\\"', "\\": "\\\\", "\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P"}
 # Kept as themselves: printable ASCII and printable non-ASCII (YAML's c-printable), minus the line breaks
 # U+0085, U+2028, U+2029 and the byte-order mark, which readers would take for something else.
-_DOUBLE_QUOTED_SAFE = re.compile(r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]+")
+_DOUBLE_QUOTED_SAFE = re.compile(r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff"
+                                 r"\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]+")
 
 
 def _escape(char: str) -> str:

@@ -92,7 +92,8 @@ def object_problems(obj: dict[str, Any], path: str, manifest: bytes) -> list[str
     annotations = meta.get("annotations", {})
     annotation_bytes = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
     if annotation_bytes > MAX_ANNOTATIONS_BYTES:
-        problems.append(f"annotations add up to {annotation_bytes:,} bytes; Kubernetes allows {MAX_ANNOTATIONS_BYTES:,}")
+        problems.append(
+            f"annotations add up to {annotation_bytes:,} bytes; Kubernetes allows {MAX_ANNOTATIONS_BYTES:,}")
     if len(manifest) > _JSON_CHECK_FROM:
         size = len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
         if size > MAX_OBJECT_BYTES:

@@ -44,10 +44,10 @@ def both(first: Callable[[], First], second: Callable[[], Second], retry: bool =
             os.close(read_end)
             try:
                 data = pickle.dumps((True, second()), protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as error:  # noqa: BLE001  (sent to the parent, which decides)
+            except Exception as error:  # noqa: BLE001 - sent to the parent, which decides
                 try:
                     data = pickle.dumps((False, error), protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - an error that does not pickle: the parent still learns it failed
                     data = pickle.dumps((False, None))
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from simulation import waiting as waiting_module
 

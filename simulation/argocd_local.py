@@ -40,7 +40,7 @@ from simulation.control_plane import free_port, go_runtime_env
 from simulation.cluster import service_account_kubeconfig
 from simulation.kube import Client, apply_all
 from simulation.processes import ComponentFailed, Process, Processes, wait_ready
-from simulation.waiting import ceiling, wait_for  # noqa: E402
+from simulation.waiting import ceiling, wait_for
 
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 ARGOCD_NAMESPACE = "argocd"

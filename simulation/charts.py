@@ -28,8 +28,9 @@ from generator.builders.bootstrap import COMPONENT_LABEL
 from generator.components import COMPONENTS
 from generator.versions import pins
 
+from simulation import go_tools, manifests
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-from simulation import go_tools, manifests  # noqa: E402
 
 
 def tool(name: str) -> pathlib.Path:

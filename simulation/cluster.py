@@ -23,15 +23,16 @@ import requests
 import urllib3
 import yaml
 
-# Health probes of local processes that serve self-signed certificates (like a kubelet's probes).
-urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-from simulation import go_tools, pins, prerequisites  # noqa: E402
-from simulation.kube import message  # noqa: E402
-from simulation.control_plane import (  # noqa: E402
+from simulation import go_tools, pins, prerequisites
+from simulation.kube import Client, message
+from simulation.control_plane import (
     ControlPlane, free_port, issue_certificate, start_control_plane, write_kubeconfig)
 
-from simulation.processes import Processes, wait_ready  # noqa: E402
-from simulation.waiting import PROBE, REQUEST  # noqa: E402
+from simulation.processes import Processes, wait_ready
+from simulation.waiting import PROBE, REQUEST
+
+# Health probes of local processes that serve self-signed certificates (like a kubelet's probes).
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
 # How long a simulated Job container runs before KWOK marks it Succeeded (journeys observe running jobs); the demo
 # asks for longer (start_kubernetes' job_seconds).
@@ -161,7 +162,8 @@ def kwok_stages(run_seconds: float = JOB_POD_RUN_SECONDS, not_namespaces: list[s
         for f in kustomization["resources"]:
             stages += [d for d in yaml.safe_load_all((root / sub / f).read_text()) if d]
     for stage in stages:
-        if not_namespaces and stage["spec"]["resourceRef"]["kind"] == "Pod" and stage["metadata"]["name"] != "pod-delete":
+        if (not_namespaces and stage["spec"]["resourceRef"]["kind"] == "Pod"
+                and stage["metadata"]["name"] != "pod-delete"):
             stage["spec"]["selector"].setdefault("matchExpressions", []).append(
                 {"key": ".metadata.namespace", "operator": "NotIn", "values": list(not_namespaces)})
         if stage["metadata"]["name"] == "pod-complete":
@@ -235,7 +237,6 @@ def start_kubernetes(work: pathlib.Path, procs: Processes, inventory, pod_runtim
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and the nodes, all Ready. KWOK plays
     the kubelet for every pod but those in `pod_runtime_namespaces` (simulation/pods.py runs them), and completes a
     Job's pod `job_seconds` after it runs."""
-    from simulation.kube import Client  # noqa: PLC0415 (simulation/kube.py)
     require_tools(CLUSTER_TOOLS)
     (work / "apiserver").mkdir(parents=True, exist_ok=True)
     # etcd and the API server in `procs`, so one stop() ends everything; every log in work/logs.
@@ -243,7 +244,7 @@ def start_kubernetes(work: pathlib.Path, procs: Processes, inventory, pod_runtim
     admin = Client.from_kube(plane.kube)
     kcm, kcm_health = start_controller_manager(plane, procs, work, netns)
     sched, sched_health = start_scheduler(plane, procs, work, netns)
-    kwok, kwok_health = start_kwok(plane, procs, work, admin.apply, pod_runtime_namespaces, netns, job_seconds)
+    kwok, _kwok_health = start_kwok(plane, procs, work, admin.apply, pod_runtime_namespaces, netns, job_seconds)
     for n in inventory_nodes(inventory):
         admin.create(n)
     wait_ready(kcm, lambda: _https_ok(kcm_health), 90, "kube-controller-manager /healthz")

@@ -11,10 +11,11 @@ import json
 import os
 import pathlib
 
+from generator.builders.bootstrap import COMPONENT_LABEL
+from generator.components import COMPONENTS
+from simulation import go_tools, manifests, pins
+
 HERE = pathlib.Path(__file__).resolve().parent
-from generator.builders.bootstrap import COMPONENT_LABEL  # noqa: E402
-from generator.components import COMPONENTS  # noqa: E402
-from simulation import go_tools, manifests, pins  # noqa: E402
 
 # component -> the Deployments of its chart this simulation runs as processes (facts.Process: a name suffix, the
 # tool that runs it, its host flags and environment)
@@ -51,4 +52,5 @@ def component_applications(bootstrap: pathlib.Path) -> list[dict]:
         obj = manifests.load_one(f)
         if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
             apps.append(obj)
-    return sorted(apps, key=lambda a: int(a["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", "0")))
+    return sorted(apps,
+                  key=lambda a: int(a["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", "0")))

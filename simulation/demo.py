@@ -18,10 +18,10 @@ import tempfile
 import textwrap
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from simulation import flame as flame_mod
+from simulation.waiting import ceiling
 
-from simulation import flame as flame_mod  # noqa: E402
-from simulation.waiting import ceiling  # noqa: E402
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # How long the seed's job runs under KWOK. The site's Prometheus scrapes every 15 s: a job of a few seconds falls
 # between two scrapes, and the report, its picture and the dashboards would show nothing of it. The tests keep
@@ -135,10 +135,12 @@ def welcome(flame, work: pathlib.Path) -> str:
               "  kubectl -n argocd get applications      # as admin: every Application Synced and Healthy",
               f"  cd {checkout} && ${{EDITOR:-vi}} gpu_classes.yaml && {gpugen} render",
               f"  git -C {checkout} commit -qam 'change an allocation' && git -C {checkout} push -q origin HEAD:main",
-              "  kubectl -n argocd annotate applications --all argocd.argoproj.io/refresh=normal   # as a webhook would",
+              "  kubectl -n argocd annotate applications --all argocd.argoproj.io/refresh=normal"
+              "   # as a webhook would",
               "  kubectl -n argocd get applications -w"]
     if flame.prometheus is not None:
-        lines += ["", f"Prometheus (the site's) at {flame.prometheus.url}, scraping the controllers as rendered/monitoring says:",
+        lines += ["", f"Prometheus (the site's) at {flame.prometheus.url}, "
+                      "scraping the controllers as rendered/monitoring says:",
                   f"  {gpugen} report --inventory {inventory} --prometheus {flame.prometheus.url} --from 1h --step 5s"
                   f" --chart {q(str(work / 'gpu-hours.png'))}   # GPU-hours per group, and their picture"]
     lines += ["", f"Logs: {work}/logs/ (components), {work}/apiserver/ (etcd, kube-apiserver).",

@@ -19,26 +19,26 @@ import os
 import pathlib
 import time
 
+from simulation import go_tools, manifests, pins
+from generator.components import COMPONENTS
+from generator.components import kyverno as kyverno_facts
+from generator.inventory import load_inventory
+
+# ToolMissing as ToolMissing: re-exported, start_flame raises it.
+from simulation.cluster import (CLUSTER_TOOLS, JOB_POD_RUN_SECONDS, ToolMissing as ToolMissing, identity_kubeconfig,
+                                require_tools, start_kubernetes)
+from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, RUNS, chart_objects, component_applications
+from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, push_charts, start_argocd,
+                          start_git, start_redis, start_registry)
+from simulation.pods import Container, PodRuntime, image_repository
+from simulation.netns import PodNetwork
+from simulation.kube import Client, poll
+from simulation.monitoring import install_site_monitoring
+from simulation.ledger import WorkloadLedger
+from simulation.prometheus import SitePrometheus, start_prometheus
+from simulation.processes import ComponentFailed, Processes, wait_ready
 
 HERE = pathlib.Path(__file__).resolve().parent
-
-from simulation import go_tools, manifests, pins  # noqa: E402
-from generator.components import COMPONENTS  # noqa: E402
-from generator.components import kyverno as kyverno_facts  # noqa: E402
-from generator.inventory import load_inventory  # noqa: E402
-
-from simulation.cluster import (  # noqa: E402,F401
-    CLUSTER_TOOLS, JOB_POD_RUN_SECONDS, ToolMissing, identity_kubeconfig, require_tools, start_kubernetes)
-from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, RUNS, chart_objects, component_applications  # noqa: E402
-from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, push_charts, start_argocd,  # noqa: E402
-                          start_git, start_redis, start_registry)
-from simulation.pods import Container, PodRuntime, image_repository  # noqa: E402
-from simulation.netns import PodNetwork  # noqa: E402
-from simulation.kube import Client, apply_all, conditions, poll  # noqa: E402
-from simulation.monitoring import install_site_monitoring  # noqa: E402
-from simulation.ledger import WorkloadLedger  # noqa: E402
-from simulation.prometheus import SitePrometheus, start_prometheus  # noqa: E402
-from simulation.processes import ComponentFailed, Processes, wait_ready  # noqa: E402,F401
 
 # Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool), as each
 # component's folder says (generator/components/<name>/: simulation.hook_images).
@@ -140,7 +140,9 @@ tree_objects = manifests.tree_objects  # the files Argo CD reads from the synced
 
 def same_tree(a: pathlib.Path, b: pathlib.Path) -> list[str]:
     """Files that differ between two rendered trees (relative paths), none when they are byte-identical."""
-    files = lambda d: {p.relative_to(d): p.read_bytes() for p in d.rglob("*") if p.is_file()}  # noqa: E731
+    def files(d):
+        return {p.relative_to(d): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+
     fa, fb = files(a), files(b)
     return sorted(str(p) for p in fa.keys() | fb.keys() if fa.get(p) != fb.get(p))
 

@@ -16,7 +16,7 @@ import requests.adapters
 import urllib3
 import yaml
 
-from simulation.waiting import REQUEST, ceiling, wait_for  # noqa: E402
+from simulation.waiting import REQUEST, ceiling, wait_for
 
 # The field managers the API server records: Client's (the simulation), Kube's own (the API-server and e2e tiers).
 FIELD_MANAGER = "gpugen-flame"
@@ -124,11 +124,11 @@ class Client:
         self.headers = headers or {}
 
     @classmethod
-    def from_kube(cls, kube: Kube) -> "Client":
+    def from_kube(cls, kube: Kube) -> Client:
         return cls(kube)
 
     @classmethod
-    def from_kubeconfig(cls, path: pathlib.Path) -> "Client":
+    def from_kubeconfig(cls, path: pathlib.Path) -> Client:
         cfg = yaml.safe_load(pathlib.Path(path).read_text())
         cluster = cfg["clusters"][0]["cluster"]
         user = cfg["users"][0]["user"]
@@ -140,7 +140,7 @@ class Client:
         return cls(Kube(cluster["server"], cluster["certificate-authority"], user["client-certificate"],
                            user["client-key"]))
 
-    def impersonating(self, user: str) -> "Client":
+    def impersonating(self, user: str) -> Client:
         """The same connection acting as `user` (admin only): readiness probes of the harness."""
         return Client(self.kube, {"Impersonate-User": user})
 
@@ -176,8 +176,8 @@ class Client:
         params = {"fieldManager": FIELD_MANAGER}
         if dry_run:
             params["dryRun"] = "All"
-        r = self._req("POST", self.url(obj["apiVersion"], obj["kind"], meta.get("namespace")),
-                      f"create {obj['kind']} {meta.get('namespace', '')}/{meta.get('name') or meta.get('generateName')}",
+        what = f"create {obj['kind']} {meta.get('namespace', '')}/{meta.get('name') or meta.get('generateName')}"
+        r = self._req("POST", self.url(obj["apiVersion"], obj["kind"], meta.get("namespace")), what,
                       params=params, json=obj)
         return r.json()
 
@@ -215,14 +215,14 @@ def poll(check, usual=6.0, what="condition", interval=0.3):
     return wait_for(check, what, usual, interval=interval)
 
 
-def _namespaced(admin: "Client", obj) -> bool:
+def _namespaced(admin: Client, obj) -> bool:
     res = admin.kube.resources(obj["apiVersion"])
     if obj["kind"] not in res:
         res = admin.kube.resources(obj["apiVersion"], refresh=True)
     return res[obj["kind"]][1]
 
 
-def apply_all(admin: "Client", objects, default_namespace=None):
+def apply_all(admin: Client, objects, default_namespace=None):
     """Server-side apply, CRDs first (waited for Established), namespaced objects without a namespace in the
     destination namespace (as Argo CD does)."""
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]

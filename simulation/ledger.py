@@ -66,7 +66,7 @@ class WorkloadLedger:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="workload-ledger", daemon=True)
 
-    def start(self) -> "WorkloadLedger":
+    def start(self) -> WorkloadLedger:
         self._thread.start()
         return self
 

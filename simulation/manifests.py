@@ -17,7 +17,8 @@ def bootstrap_dir():
 
 
 def manifest_files():
-    """Every object file of the tree: rendered/**/*.yaml (no kustomization.yaml) + bootstrap/ (the Argo CD Application, outside the synced tree)."""
+    """Every object file of the tree: rendered/**/*.yaml (no kustomization.yaml) + bootstrap/ (the Argo CD
+    Application, outside the synced tree)."""
     files = []
     for root in (rendered_dir(), bootstrap_dir()):
         if root.is_dir():

@@ -29,7 +29,7 @@ import subprocess
 import threading
 
 from simulation.processes import child_preexec, stop_process
-from simulation.waiting import STOP_GRACE  # noqa: E402
+from simulation.waiting import STOP_GRACE
 
 POD_NETWORK = ipaddress.ip_network("198.18.0.0/16")
 _CLONE_NEWNET = 0x40000000
@@ -60,7 +60,7 @@ class PodNetwork:
         self._lock = threading.Lock()
 
     @classmethod
-    def start(cls, work: pathlib.Path) -> "PodNetwork":
+    def start(cls, work: pathlib.Path) -> PodNetwork:
         if os.geteuid() != 0:
             raise NetworkUnavailable("the simulated FLAME's network namespace needs root")
         holder = subprocess.Popen(["unshare", "--net", "--", "sleep", "infinity"], stdin=subprocess.DEVNULL,

@@ -21,4 +21,5 @@ def tool_pins() -> dict[str, str]:
     from generator.components import COMPONENTS
     pairs = (line.split() for line in (TOOLS / "tools.list").read_text().splitlines())
     listed = {fields[0]: fields[1] for fields in pairs if len(fields) > 1 and not fields[0].startswith("#")}
-    return {**listed, **{tool.name: facts.chart.app_version_pin for facts in COMPONENTS.values() for tool in facts.tools}}
+    return {**listed,
+            **{tool.name: facts.chart.app_version_pin for facts in COMPONENTS.values() for tool in facts.tools}}

@@ -47,8 +47,8 @@ import yaml
 from simulation.processes import Process, Processes, log_tail, stop_process
 from simulation.kube import ApiError, Client
 
-from simulation.netns import POD_NETWORK  # noqa: E402 (the simulation's network namespace)
-from simulation.waiting import PROBE, STOP_GRACE  # noqa: E402
+from simulation.netns import POD_NETWORK
+from simulation.waiting import PROBE, STOP_GRACE
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 CRASH_LOOP = 5  # restarts after which a pod's container counts as failed (kubelet would be in CrashLoopBackOff)
 

@@ -24,7 +24,7 @@ from simulation import go_tools
 from simulation.cluster import service_account_kubeconfig
 from simulation.control_plane import free_port
 from simulation.processes import Process, Processes, wait_ready
-from simulation.waiting import PROBE  # noqa: E402
+from simulation.waiting import PROBE
 
 # Where a pod's service-account token is mounted: what a ServiceMonitor's bearerTokenFile names.
 POD_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -46,12 +46,13 @@ def scrape_job(monitor: dict, index: int, endpoint: dict, token_file: pathlib.Pa
         relabel.append({"action": "keep", "regex": f"({re.escape(value)});true",
                         "source_labels": [f"__meta_kubernetes_service_label_{_sanitize(key)}",
                                           f"__meta_kubernetes_service_labelpresent_{_sanitize(key)}"]})
+    target = ("__meta_kubernetes_endpoint_address_target_kind", "__meta_kubernetes_endpoint_address_target_name")
     relabel += [
         {"action": "keep", "source_labels": ["__meta_kubernetes_endpoint_port_name"],
          "regex": re.escape(endpoint["port"])},
-        {"source_labels": ["__meta_kubernetes_endpoint_address_target_kind", "__meta_kubernetes_endpoint_address_target_name"],
+        {"source_labels": [*target],
          "separator": ";", "regex": "Node;(.*)", "replacement": "${1}", "target_label": "node"},
-        {"source_labels": ["__meta_kubernetes_endpoint_address_target_kind", "__meta_kubernetes_endpoint_address_target_name"],
+        {"source_labels": [*target],
          "separator": ";", "regex": "Pod;(.*)", "replacement": "${1}", "target_label": "pod"},
         {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
         {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "service"},

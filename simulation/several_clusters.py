@@ -42,7 +42,7 @@ from simulation.kube import Client, SyncApi, conditions, poll
 from simulation.netns import PodNetwork
 from simulation.pods import PodRuntime
 from simulation.processes import ComponentFailed, Processes
-from simulation.waiting import REQUEST  # noqa: E402
+from simulation.waiting import REQUEST
 
 # role -> the components whose controllers run there (each component's folder says: simulation.roles).
 RUN_ON = {role: tuple(name for name, facts in COMPONENTS.items() if role in facts.simulation.roles)
@@ -280,14 +280,15 @@ def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) 
     members: dict[str, Member] = {}
     try:
         roles = [(inventory_clusters.manager(inventory), "manager", inventory_clusters.manager_view(inventory))]
-        roles += [(w, "worker", inventory_clusters.worker_view(inventory, w)) for w in inventory_clusters.workers(inventory)]
+        roles += [(w, "worker", inventory_clusters.worker_view(inventory, w))
+                  for w in inventory_clusters.workers(inventory)]
         for index, (name, role, view) in enumerate(roles):
             members[name] = start_member(work, index, name, role, view, trees, applications, net, log)
             timings[name] = time.monotonic() - t0
             log(f"{name} ({role}) ready at {timings[name]:.1f}s")
         manager = members[roles[0][0]]
         kueue_namespace = roles[0][2].cluster.components.kueue.namespace
-        for name, role, view in roles[1:]:
+        for name, _role, view in roles[1:]:
             manager.admin.apply(multikueue_secret(manager, members[name], kueue_namespace,
                                                   view.cluster.components.kueue.namespace))
         poll(lambda: manager.check_running() or multikueue_connected(manager.admin, inventory), USUAL,

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 # A ceiling is this many times the usual duration on a fast machine: a machine four times slower, busy on the
 # other core too, still finishes with room to spare.
@@ -92,6 +93,6 @@ def _state(describe: Callable[[], str] | None, last: Any) -> str:
     if describe is not None:
         try:
             return describe() + error
-        except Exception as e:  # the state could not be read: say so, keep the wait's own message
+        except Exception as e:  # noqa: BLE001 - the state could not be read: say so, keep the wait's own message
             return f"(state unavailable: {e}; last: {last!r})"
     return f"last: {last!r}"

@@ -42,7 +42,7 @@ def gpugen_application(flame, flame_bootstrap):
 
 
 def _flame_support():
-    from tests.flame import flame_support  # noqa: PLC0415 (imported only when FLAME tests run)
+    from tests.flame import flame_support  # imported only when FLAME tests run
     return flame_support
 
 

@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
-
 from tests.support import synth
 from tests.support.inventories import Change, edited, flame_data, setting, to_text
-from generator.inventory.load import load_inventory_text  # noqa: E402
-from generator.tree import render_trees  # noqa: E402
+from generator.inventory.load import load_inventory_text
+from generator.tree import render_trees
+
+REPO = Path(__file__).resolve().parents[1]
 
 VARIANTS: dict[str, Change] = {
     "adopted-components": setting("cluster.components", {
@@ -46,7 +46,7 @@ def inventories() -> Iterator[tuple[str, str]]:
     yield "gpu_classes.yaml", flame_text
     for path in sorted(REPO.glob("tests/**/*.yaml")):
         text = path.read_text(encoding="utf-8")
-        if text.startswith("classes:") or "\nclasses:" in text and "\ncluster:" in text:
+        if text.startswith("classes:") or ("\nclasses:" in text and "\ncluster:" in text):
             yield path.relative_to(REPO).as_posix(), text
     for name, change in VARIANTS.items():
         yield f"flame+{name}", to_text(edited(flame_data(), change))

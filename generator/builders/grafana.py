@@ -169,11 +169,11 @@ class _Panels:
     """The SDK's builders, with the conventions every panel here shares."""
 
     def __init__(self) -> None:
-        from grafana_foundation_sdk.builders import (common, dashboard, prometheus, stat, text,  # noqa: PLC0415
+        from grafana_foundation_sdk.builders import (common, dashboard, prometheus, stat, text,
                                                      timeseries)
-        from grafana_foundation_sdk.models import common as common_model  # noqa: PLC0415
-        from grafana_foundation_sdk.models import dashboard as dashboard_model  # noqa: PLC0415
-        from grafana_foundation_sdk.models import text as text_model  # noqa: PLC0415
+        from grafana_foundation_sdk.models import common as common_model
+        from grafana_foundation_sdk.models import dashboard as dashboard_model
+        from grafana_foundation_sdk.models import text as text_model
         self.common, self.dashboard, self.prometheus = common, dashboard, prometheus
         self.stat_panel, self.text_panel, self.timeseries_panel = stat.Panel, text.Panel, timeseries.Panel
         self.common_model, self.model, self.text_model = common_model, dashboard_model, text_model
@@ -391,7 +391,7 @@ def _group(inventory: Inventory, group_name: str, group: Group, panels: _Panels)
 
 
 def _json(board: Builder) -> str:
-    from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: PLC0415
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
     model = board.build()
     for index, panel in enumerate(model.panels or [], start=1):
         panel.id_val = index  # Grafana's panel ids: unique within the dashboard, here in order

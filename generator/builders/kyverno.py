@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from functools import lru_cache
+from functools import lru_cache, cache
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -162,7 +162,7 @@ def _accelerator_params(inventory: Inventory) -> dict[str, Any]:
     return {"accelerators": accelerators.resources(inventory)} if general(inventory) else {"gpu": GPU_RESOURCE}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _template(policy: str, general_form: bool = False) -> str:
     """The CEL template of `policy` (a YAML mapping of variables, validations or patch), with its shared
     fragments in place (GENERAL's in the general form)."""
@@ -471,7 +471,7 @@ MANIFEST_TYPES = ", ".join([
     "application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json",
     "application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"])
 # Kyverno's parseImageReference (go-containerregistry) reports Docker Hub as the host it talks to.
-_REGISTRY_ALIASES = {name: "index.docker.io" for name in DOCKER_HUB_NAMES}
+_REGISTRY_ALIASES = dict.fromkeys(DOCKER_HUB_NAMES, "index.docker.io")
 
 
 def public_registries(inventory: Inventory) -> dict[str, dict[str, str]]:

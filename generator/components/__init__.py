@@ -19,4 +19,5 @@ from __future__ import annotations
 from generator.components import jobset, kueue, kyverno, trainer
 from generator.components.facts import ComponentFacts
 
-COMPONENTS: dict[str, ComponentFacts] = {folder.FACTS.name: folder.FACTS for folder in (kyverno, jobset, trainer, kueue)}
+COMPONENTS: dict[str, ComponentFacts] = {
+    folder.FACTS.name: folder.FACTS for folder in (kyverno, jobset, trainer, kueue)}

@@ -3,6 +3,7 @@ atomic swap of two paths, and the one temp-then-replace helper."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -116,18 +117,14 @@ def write_file_atomically(path: Path, content: bytes, mode: int | None = None) -
             write_all(fd, content)
             os.fchmod(fd, mode)
             if current is not None and (current.st_uid, current.st_gid) != (os.getuid(), os.getgid()):
-                try:
+                with contextlib.suppress(PermissionError):
                     os.fchown(fd, current.st_uid, current.st_gid)  # keep the owner where allowed
-                except PermissionError:
-                    pass
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(staging, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(staging)
-        except OSError:
-            pass
         raise
     fsync_directory(target.parent)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -61,7 +62,5 @@ def remove_leftovers(target: Path) -> None:
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
             else:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(entry.path)
-                except OSError:
-                    pass

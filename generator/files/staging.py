@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -53,7 +54,8 @@ class PendingTree:
         foreign = self.strange + [path for path, found in self.existing.items() if not found.ours]
         if foreign:
             listed = ", ".join(sorted(foreign)[:5]) + (" ..." if len(foreign) > 5 else "")
-            raise NotOurDirectory(f"refusing to replace {self.directory}: it holds files gpugen did not write ({listed})")
+            raise NotOurDirectory(
+                f"refusing to replace {self.directory}: it holds files gpugen did not write ({listed})")
 
     def stage(self) -> Staged | None:
         if not self.changes:
@@ -254,10 +256,8 @@ def apply_outputs(outputs: list[Pending]) -> list[Changes]:
             committed.append(one)
     except BaseException:
         for one in reversed(committed):
-            try:
+            with contextlib.suppress(OSError):
                 one.undo()
-            except OSError:
-                pass
         for one in staged:
             one.discard()
         raise

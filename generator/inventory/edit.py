@@ -217,7 +217,8 @@ def _reapply(original: list[str], before: list[str], after: list[str]) -> list[s
     def in_after(boundary: int, last: bool) -> int:
         """Where a boundary between `before` lines falls in `after` (not inside a hunk, by construction)."""
         found = [k1 + (boundary - i1) if tag == "equal" else (k2 if last else k1)
-                 for tag, i1, i2, k1, k2 in opcodes if i1 <= boundary <= i2 and (tag == "equal" or boundary in (i1, i2))]
+                 for tag, i1, i2, k1, k2 in opcodes
+                 if i1 <= boundary <= i2 and (tag == "equal" or boundary in (i1, i2))]
         return max(found) if last else min(found)
 
     regions: list[list[int]] = []

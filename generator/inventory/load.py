@@ -23,8 +23,7 @@ _YAML11_WORDS = ("yes", "no", "on", "off", "y", "n", "true", "false")
 
 def _reason(error: dict[str, Any]) -> str:
     message = error["msg"]
-    if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
+    message = message.removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         return "unknown field (check its spelling and indentation)"
     if error["type"] == "string_type" and isinstance(error.get("input"), bool):
@@ -77,8 +76,9 @@ def load_inventory_text(text: str, path: str = "<inventory>") -> Inventory:
         raise InventoryInvalid([Problem(path, 1, 1, "(document)",
                                         "the inventory is empty: expected a mapping with cluster, classes and groups")])
     if not isinstance(document, dict):
-        raise InventoryInvalid([Problem(path, 1, 1, "(document)",
-                                        f"expected a mapping with cluster, classes and groups, got a {type(document).__name__}")])
+        raise InventoryInvalid([Problem(
+            path, 1, 1, "(document)",
+            f"expected a mapping with cluster, classes and groups, got a {type(document).__name__}")])
     try:
         inventory = Inventory.model_validate(document)
     except ValidationError as exc:

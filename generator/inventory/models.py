@@ -79,7 +79,7 @@ def _api_server(url: str) -> str:
 
 
 def _absolute_path(path: str) -> str:
-    if not path.startswith("/") or "//" in path or path != "/" and path.endswith("/"):
+    if not path.startswith("/") or "//" in path or (path != "/" and path.endswith("/")):
         raise ValueError(f"{path!r} must be an absolute path without a trailing '/'")
     return path
 

@@ -42,7 +42,7 @@ class Positions:
     graph only when a problem is reported: a valid inventory (the common case, thousands of groups at
     national scale) never pays for it."""
 
-    def __init__(self, root: yaml.Node | None, loader: "_InventoryLoader") -> None:
+    def __init__(self, root: yaml.Node | None, loader: _InventoryLoader) -> None:
         self._root, self._loader = root, loader
         self._at: dict[Loc, tuple[int, int]] | None = None
 
@@ -88,7 +88,7 @@ class _DocumentError(Exception):
         self.where, self.reason, self.field = where, reason, field
 
 
-def _scalar(node: yaml.Node, loader: "_InventoryLoader") -> Any:
+def _scalar(node: yaml.Node, loader: _InventoryLoader) -> Any:
     # Most scalars are strings; PyYAML's construct_object would only hand back node.value, more slowly.
     if node.tag == _STR_TAG and type(node) is yaml.ScalarNode:
         return node.value
@@ -111,7 +111,7 @@ def _check_collection_tag(node: yaml.Node, loc: Loc) -> None:
                                            "plain YAML: mappings, lists and scalars, untagged)", field_path(loc))
 
 
-def _key(key_node: yaml.Node, loader: "_InventoryLoader") -> Any:
+def _key(key_node: yaml.Node, loader: _InventoryLoader) -> Any:
     key = _scalar(key_node, loader) if type(key_node) is yaml.ScalarNode else None
     if not isinstance(key, (str, int, float, bool)) or key is None:
         raise _DocumentError(_where(key_node), f"YAML: mapping key {key!r} must be a scalar")
@@ -132,7 +132,8 @@ def _check_string(text: str, multiline: bool, node: yaml.Node, loc: Loc, what: s
     bad = forbidden.search(text)
     if bad:
         char = bad.group()
-        name = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab"}.get(char, f"character U+{ord(char):04X}")
+        name = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab"}.get(
+            char, f"character U+{ord(char):04X}")
         where = "at its end" if bad.start() == len(text) - 1 else f"at character {bad.start() + 1}"
         allowed = " (only a description may span lines)" if char in "\n\t" else ""
         raise _DocumentError(_where(node), f"{what} {text[:40]!r}{'...' if len(text) > 40 else ''} holds "
@@ -144,7 +145,7 @@ class _Builder:
     last one silently) and checking every string. A merge key's (`<<: *std`) entries may be overridden by the
     mapping's own keys, as YAML 1.1 says; two explicit keys are a duplicate."""
 
-    def __init__(self, loader: "_InventoryLoader") -> None:
+    def __init__(self, loader: _InventoryLoader) -> None:
         self.loader = loader
         self.merged: dict[int, int] = {}  # id(mapping node) -> how many leading pairs came from merge keys
 
@@ -189,7 +190,7 @@ class _Builder:
 _EVENT_NODE_KINDS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
 
 
-def _check_shape(loader: "_InventoryLoader") -> None:
+def _check_shape(loader: _InventoryLoader) -> None:
     """Walk the parser's events (no nodes are built, memory stays flat) and refuse, at the event where it
     happens: nesting deeper than MAX_DEPTH, an alias to a node that contains it (recursion), and a document
     that expands to more than MAX_NODES once every alias stands for its anchor's nodes (alias bombs)."""
@@ -303,7 +304,7 @@ def _shape_problem(text: str) -> tuple[int, int, str, str] | None:
     return None
 
 
-def _composed(text: str) -> tuple["_InventoryLoader", yaml.Node | None, yaml.YAMLError | None]:
+def _composed(text: str) -> tuple[_InventoryLoader, yaml.Node | None, yaml.YAMLError | None]:
     """The loader and the document's node graph, or the YAML error composing it raised (kept, not raised: a shape
     problem earlier in the document is reported first)."""
     loader = _InventoryLoader(text)

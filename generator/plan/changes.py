@@ -77,7 +77,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         if not value:
             return {prefix: {}}
-        return {k: v for key, item in value.items() for k, v in flatten(item, f"{prefix}.{key}" if prefix else key).items()}
+        return {k: v for key, item in value.items()
+                for k, v in flatten(item, f"{prefix}.{key}" if prefix else key).items()}
     if isinstance(value, list):
         if not value:
             return {prefix: []}
@@ -158,7 +159,8 @@ def _contract_risks(key: Key, old: dict[str, Any], new: dict[str, Any]) -> list[
                                        f"{whose}"))
         old_weight = old["spec"].get("fairSharing", {}).get("weight")
         new_weight = new["spec"].get("fairSharing", {}).get("weight")
-        if old_weight is not None and new_weight is not None and parse_quantity(str(new_weight)) < parse_quantity(str(old_weight)):
+        if (old_weight is not None and new_weight is not None
+                and parse_quantity(str(new_weight)) < parse_quantity(str(old_weight))):
             risks.append(Risk(key, f"{PREEMPTS}: fair-sharing weight {old_weight} -> {new_weight}; the group's jobs "
                                    "on borrowed GPUs may be preempted by the groups that lent them"))
     old_ttl, new_ttl = kyverno.finished_ttl_seconds(old), kyverno.finished_ttl_seconds(new)
@@ -178,7 +180,8 @@ def _contract_risks(key: Key, old: dict[str, Any], new: dict[str, Any]) -> list[
         old_priorities = set(filter(None, old_data.get("priorities", "").split(",")))
         new_priorities = set(filter(None, new_data.get("priorities", "").split(",")))
         if old_priorities - new_priorities:
-            risks.append(Risk(key, f"priority no longer allowed here: {', '.join(sorted(old_priorities - new_priorities))}; "
+            dropped = ", ".join(sorted(old_priorities - new_priorities))
+            risks.append(Risk(key, f"priority no longer allowed here: {dropped}; "
                                    "jobs naming it are refused at submission"))
     return risks
 
@@ -195,18 +198,19 @@ def _risks(base: dict[Key, dict], new: dict[Key, dict], changes: list[ObjectChan
                     risks.append(Risk(change.key, f"{RECREATE}: {', '.join(touched)} is immutable; the server "
                                                   "refuses the change in place and the sync fails"))
             old_obj = base[change.key]
-            if kind == "ResourceFlavor" and "topologyName" in old_obj["spec"]:
-                if any(fc.path.startswith(("spec.nodeLabels", "spec.tolerations")) for fc in change.fields):
-                    risks.append(Risk(change.key, f"{RECREATE}: nodeLabels and tolerations are immutable "
-                                                  "while topologyName is set"))
+            if kind == "ResourceFlavor" and "topologyName" in old_obj["spec"] and any(
+                    fc.path.startswith(("spec.nodeLabels", "spec.tolerations")) for fc in change.fields):
+                risks.append(Risk(change.key, f"{RECREATE}: nodeLabels and tolerations are immutable "
+                                              "while topologyName is set"))
             risks.extend(_contract_risks(change.key, old_obj, new[change.key]))
             if kind == "ClusterQueue":
                 before = _quotas_by_class(old_obj, base_classes)
                 after = _quotas_by_class(new[change.key], new_classes)
                 for (gpu_class, resource), (flavor, amount) in sorted(before.items()):
                     if (gpu_class, resource) not in after:
-                        risks.append(Risk(change.key, f"quota reduction: {resource} on flavor {flavor} removed "
-                                                      f"(was {amount}); workloads needing it can no longer be admitted"))
+                        risks.append(Risk(change.key,
+                                          f"quota reduction: {resource} on flavor {flavor} removed (was {amount}); "
+                                          "workloads needing it can no longer be admitted"))
                         continue
                     new_flavor, new_amount = after[(gpu_class, resource)]
                     if parse_quantity(new_amount) < parse_quantity(amount):
@@ -269,7 +273,7 @@ def make_plan(base_files: Files, new_files: Files) -> Plan:
 
 
 def _name(key: Key) -> str:
-    kind, namespace, name = key
+    _kind, namespace, name = key
     return f"{namespace}/{name}" if namespace else name
 
 
@@ -343,7 +347,8 @@ def format_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT - 512) -> str:
     summary = ["| kind | added | changed | removed |", "|---|---:|---:|---:|"]
     for kind, changes in plan.by_kind().items():
         actions = [c.action for c in changes]
-        summary.append(f"| {kind} | {actions.count('added')} | {actions.count('changed')} | {actions.count('removed')} |")
+        summary.append(
+            f"| {kind} | {actions.count('added')} | {actions.count('changed')} | {actions.count('removed')} |")
     summary.append("")
     details: list[str] = []
     for kind, changes in plan.by_kind().items():

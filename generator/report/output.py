@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from generator.report.usage import RESOURCES, Report, Usage, bucket_means, iso
@@ -97,7 +97,7 @@ def chart(report: Report, chart_format: str) -> bytes:
 
     period = report.period
     size = -(-period.points // _CHART_COLUMNS)
-    times = [datetime.fromtimestamp(period.start + i * period.step, timezone.utc)
+    times = [datetime.fromtimestamp(period.start + i * period.step, UTC)
              for i in range(0, period.points, size)]
     groups = sorted({group for by_group in report.gpus.values() for group in by_group})
     colors = {group: f"C{index % 10}" for index, group in enumerate(groups)}
@@ -119,7 +119,7 @@ def chart(report: Report, chart_format: str) -> bytes:
         ax.axhline(capacity, color="0.3", linestyle="--", linewidth=1, label=f"{capacity} {unit} in the class")
         top = max([capacity] + [sum(column) for column in zip(*stacks)])
         ax.set_ylim(0, top * 1.15 or 1)
-        ax.set_xlim(times[0], datetime.fromtimestamp(period.end, timezone.utc))
+        ax.set_xlim(times[0], datetime.fromtimestamp(period.end, UTC))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(gpu_class, loc="left")
         ax.set_ylabel(unit if unit == "GPUs" else report.units[gpu_class], wrap=True)

@@ -188,7 +188,7 @@ class Prometheus:
                 body = response.read(MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as error:
             raise PrometheusUnavailable(self._http_error(error)) from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise PrometheusUnavailable(self._timed_out()) from None
         except urllib.error.URLError as error:
             if isinstance(error.reason, (TimeoutError, socket.timeout)):

@@ -15,7 +15,7 @@ import re
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from itertools import groupby
 
 from generator.builders.kueue import cluster_queue
@@ -39,7 +39,7 @@ DEFAULT_FROM = "30d"
 # answers come (prometheus_api.py; how many series there are is Prometheus's to tell): one answer is read up to
 # MAX_ANSWER_BYTES (parsed, JSON takes up to about twenty times its size), and all of them hold at most MAX_SAMPLES
 # samples (16 bytes each once read). Together they keep a report within gpugen's memory bound.
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_PERIOD_POINTS = 1_100_000
 MAX_ANSWER_BYTES = 8 * 2**20
 MAX_SAMPLES = 10_000_000
@@ -70,7 +70,7 @@ class Period:
 
 
 def iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def shown(text: str, limit: int = 40) -> str:
@@ -101,7 +101,7 @@ def _instant(text: str, relative_to: datetime, what: str) -> datetime:
     except ValueError:
         raise ValueError(f"{what}: {shown(text)} is neither an ISO 8601 time (2026-11-01, 2026-11-01T08:00:00Z) "
                          "nor a duration (30d, 12h)") from None
-    moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
     if moment < EPOCH:
         raise ValueError(f"{what}: {shown(text)} is before {iso(0)}, when Prometheus's time begins")
     return moment

@@ -13,7 +13,7 @@ from simulation.manifests import bootstrap_dir, rel, rendered_dir
 from simulation.pins import TOOLS
 from simulation.prerequisites import unavailable
 from tests.apiserver.apiserver_support import header
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
 
@@ -33,7 +33,7 @@ def test_rendered_tree_is_valid(tree_present):
                         r.stdout)
     assert summary, f"no kubeconform summary:\n{r.stdout}\n{r.stderr}"
     found, invalid, errors, skipped = map(int, summary.groups())
-    kustomizations = len(re.findall(r" Kustomization skipped$", r.stdout, re.M))
+    kustomizations = len(re.findall(r" Kustomization skipped$", r.stdout, re.MULTILINE))
     assert found > 0
     assert (invalid, errors) == (0, 0), r.stdout
     assert skipped == kustomizations, f"skipped resources other than Kustomization:\n{r.stdout}"

@@ -14,14 +14,13 @@ from generator.builders import kueue as kueue_builder
 from generator.builders.bootstrap import COMPONENT_LABEL, app_version
 from generator.inventory import load_inventory
 
+from simulation import charts
 from simulation.kube import message
 from simulation.manifests import bootstrap_dir, load_one
 from simulation.pins import REPO
 from simulation.prerequisites import unavailable
 
 pytestmark = pytest.mark.tools
-
-from simulation import charts
 
 # Helm hook types Argo CD runs (gitops-engine pkg/sync/hook/helm/type.go); objects of any other hook are ignored.
 ARGO_HELM_HOOKS = {"pre-install", "pre-upgrade", "post-install", "post-upgrade"}
@@ -34,8 +33,8 @@ def applications() -> dict[str, dict]:
 
 
 def projects() -> dict[str, dict]:
-    return {p["metadata"]["name"]: p for p in (load_one(f) for f in sorted((bootstrap_dir() / "platform").rglob("*.yaml")))
-            if p["kind"] == "AppProject"}
+    files = sorted((bootstrap_dir() / "platform").rglob("*.yaml"))
+    return {p["metadata"]["name"]: p for p in (load_one(f) for f in files) if p["kind"] == "AppProject"}
 
 
 COMPONENTS = sorted(applications()) or ["none-rendered"]

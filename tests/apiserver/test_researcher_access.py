@@ -36,7 +36,7 @@ from simulation.kube import Kube, message
 from simulation.manifests import load_one, manifest_files, rel, rendered_dir
 from simulation.pins import REPO
 from simulation.prerequisites import unavailable
-from simulation.waiting import REQUEST, ceiling  # noqa: E402
+from simulation.waiting import REQUEST, ceiling
 
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
 
@@ -103,7 +103,7 @@ def researchers(control_plane, applied_tree, inventory, tmp_path_factory):
     assert len(groups) >= 2, "the inventory needs two groups with OIDC groups for the cross-group checks"
     out = tmp_path_factory.mktemp("researchers")
     people = {}
-    for user, (group_name, group) in (("alice", groups[0]), ("bob", groups[1]), ("mallory", (None, None))):
+    for user, (_group_name, group) in (("alice", groups[0]), ("bob", groups[1]), ("mallory", (None, None))):
         oidc_group = group.identities.groups[0] if group else None
         subject = (f"/O={oidc_group}" if oidc_group else "") + f"/CN={user}"
         issue_certificate(control_plane.pki, out, user, subject, "extendedKeyUsage=clientAuth\n")
@@ -193,7 +193,8 @@ def test_train_creates_a_trainjob_the_researcher_can_follow_and_delete(researche
     assert trainer.get_job(name).name == name
     assert name in [job.name for job in trainer.list_jobs()]
     trainer.delete_job(name)
-    assert cluster.http.get(cluster.resource_url(TRAINER, "TrainJob", namespace, name), timeout=REQUEST).status_code == 404
+    gone = cluster.http.get(cluster.resource_url(TRAINER, "TrainJob", namespace, name), timeout=REQUEST)
+    assert gone.status_code == 404
 
 
 def test_another_groups_namespace_is_forbidden(researchers, sdk, inventory):
@@ -214,7 +215,8 @@ def test_another_groups_namespace_is_forbidden(researchers, sdk, inventory):
         for verb, response in (
                 ("create TrainJob", alice.kube.create(job, dry_run=False)),
                 ("list pods", alice.kube.http.get(alice.kube.resource_url("v1", "Pod", namespace), timeout=REQUEST)),
-                ("list Jobs", alice.kube.http.get(alice.kube.resource_url("batch/v1", "Job", namespace), timeout=REQUEST))):
+                ("list Jobs",
+                 alice.kube.http.get(alice.kube.resource_url("batch/v1", "Job", namespace), timeout=REQUEST))):
             assert response.status_code == FORBIDDEN, f"alice may {verb} in {namespace}: {response.status_code}"
 
 
@@ -264,8 +266,9 @@ def test_a_user_identity_is_bound_like_a_group(control_plane, applied_tree, clus
             r = cluster.apply(obj, dry_run=False)
             assert r.ok, f"{obj['kind']}: {message(r)}"
     issue_certificate(control_plane.pki, tmp_path, "carol", f"/CN={user}", "extendedKeyUsage=clientAuth\n")
-    carol = Researcher(user, None, ["user-lab"], tmp_path / "carol.crt", tmp_path / "carol.key",
-                       Kube(cluster.server, control_plane.pki / "ca.crt", tmp_path / "carol.crt", tmp_path / "carol.key"))
+    cert, key = tmp_path / "carol.crt", tmp_path / "carol.key"
+    carol = Researcher(user, None, ["user-lab"], cert, key,
+                       Kube(cluster.server, control_plane.pki / "ca.crt", cert, key))
     assert sorted(rt.name for rt in sdk(carol, "user-lab").list_runtimes()) == class_runtimes(inventory)
     with pytest.raises(RuntimeError) as listed:
         sdk(carol, next(iter(inventory.groups.values())).namespaces[0]).list_runtimes()
@@ -368,7 +371,8 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
     for group in inventory.groups.values():
         for namespace in group.namespaces:
             # kube-controller-manager, which would create it, does not run here; admission needs it.
-            account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}}
+            account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "default", "namespace": namespace}}
             assert cluster.apply(account, dry_run=False).ok
             # (The test API server refuses privileged containers outright: --allow-privileged is off.)
             host_dev = cluster.create(pod(namespace, host_dev=True), dry_run=True)
@@ -376,8 +380,8 @@ def test_research_namespaces_enforce_baseline_and_warn_restricted(cluster, inven
             assert 'violates PodSecurity "baseline' in message(host_dev), message(host_dev)
             plain = cluster.create(pod(namespace), dry_run=True)
             assert plain.status_code == 201, message(plain)
-            assert 'would violate PodSecurity' in plain.headers.get("Warning", "") and 'restricted:' in plain.headers["Warning"], \
-                plain.headers
+            warning = plain.headers.get("Warning", "")
+            assert 'would violate PodSecurity' in warning and 'restricted:' in warning, plain.headers
 
 
 # ---------------------------------------------------------------- a group leaves: Argo CD keeps its Namespace
@@ -393,7 +397,8 @@ def test_a_group_leaving_keeps_its_namespace_and_loses_its_binding(cluster, appl
 
     flame = (REPO / "gpu_classes.yaml").read_text(encoding="utf-8")
     first_class = next(iter(inventory.classes))
-    leaving = flame + (f"  leaving-lab:\n    namespaces: [leaving-lab]\n    identities:\n      groups: [\"oidc:leaving-lab\"]\n"
+    leaving = flame + ("  leaving-lab:\n    namespaces: [leaving-lab]\n"
+                       "    identities:\n      groups: [\"oidc:leaving-lab\"]\n"
                        f"    allocations:\n      {first_class}: {{gpus: 0, cpu: 0, memory: 0}}\n")
     with_group = synced_objects(load_inventory_text(leaving, "gpu_classes.yaml"))
     without = synced_objects(load_inventory_text(flame, "gpu_classes.yaml"))

@@ -28,14 +28,15 @@ import subprocess
 
 import yaml
 
+from simulation.go_tools import ModuleUnavailable, cache_dir, module_dir
+from simulation.manifests import bootstrap_dir, load_one, rendered_dir, tree_objects
+from simulation.pins import REPO, TOOLS, versions
+from simulation.prerequisites import unavailable
+from simulation.waiting import ceiling
+from tests.support import ORACLES
+
 HERE = pathlib.Path(__file__).resolve().parent
 TESTS = HERE.parent
-from simulation.go_tools import ModuleUnavailable, cache_dir, module_dir  # noqa: E402
-from simulation.manifests import bootstrap_dir, load_one, rendered_dir, tree_objects  # noqa: E402
-from simulation.pins import REPO, TOOLS, versions  # noqa: E402
-from simulation.prerequisites import unavailable  # noqa: E402
-from simulation.waiting import ceiling  # noqa: E402
-from tests.support import ORACLES  # noqa: E402
 
 SOURCE = ORACLES / "projectcheck" / "main.go"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
@@ -212,9 +213,9 @@ def _chart_manifests(app: dict) -> list[Manifest]:
     """components.chart_objects (helm template, cached), reduced to what is checked and cached again: loading the
     cached helm output (megabytes of CRDs) takes seconds, this summary milliseconds. Keyed like chart_objects' own
     cache, plus the code that reads it."""
-    ident = json.dumps([app, versions(), *(p.read_text() for p in (
-        TESTS.parent / "simulation" / "charts.py", TESTS.parent / "simulation" / "components.py", pathlib.Path(__file__)))],
-        sort_keys=True)
+    sources = (TESTS.parent / "simulation" / "charts.py", TESTS.parent / "simulation" / "components.py",
+               pathlib.Path(__file__))
+    ident = json.dumps([app, versions(), *(p.read_text() for p in sources)], sort_keys=True)
     cached = cache_dir() / "argocd-project-objects" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
     if cached.exists():
         return [Manifest(**m) for m in json.loads(cached.read_text())]

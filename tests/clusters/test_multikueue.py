@@ -113,7 +113,8 @@ def watch_trainjobs(platform, namespaced_names: list[tuple[str, str]], until, wh
                 for namespace, name in namespaced_names:
                     if member.admin.get(*TRAINJOB, name, namespace):
                         seen[name].add(member_name)
-        return all(until(platform.manager.admin.get(*TRAINJOB, name, namespace)) for namespace, name in namespaced_names)
+        return all(until(platform.manager.admin.get(*TRAINJOB, name, namespace))
+                   for namespace, name in namespaced_names)
     poll(done, usual, what, interval=0.5)
     return seen
 
@@ -142,7 +143,7 @@ def test_a_trainjob_on_the_manager_runs_on_the_worker_of_its_class_and_completes
     """The three jobs are submitted together (each fits its group's quota) and each is followed to the end."""
     manager = platform.manager.admin
     submitted = [(train(platform, group, runtime), worker) for group, runtime, worker in PLACEMENTS]
-    for (namespace, name), worker in submitted:
+    for (namespace, name), _worker in submitted:
         stored = manager.get(*TRAINJOB, name, namespace)
         # Kueue's webhook on the manager hands the job to MultiKueue: the manager's Trainer leaves it alone.
         assert stored["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue", stored["spec"]
@@ -153,7 +154,8 @@ def test_a_trainjob_on_the_manager_runs_on_the_worker_of_its_class_and_completes
         assert check_state(wl)["state"] == "Ready" and f'admitted on "{worker}"' in check_state(wl)["message"], \
             wl["status"]
         assert wl["status"]["clusterName"] == worker
-        assert seen[name] <= {worker}, f"{name}: a copy of the TrainJob was seen on {seen[name]}, expected only {worker}"
+        assert seen[name] <= {worker}, (
+            f"{name}: a copy of the TrainJob was seen on {seen[name]}, expected only {worker}")
         # The manager ran nothing: no JobSet, no pod of the job.
         assert not [js for js in manager.list(*JOBSET, namespace) if js["metadata"]["name"] == name]
         assert not manager.list("v1", "Pod", namespace)

@@ -33,18 +33,18 @@ import pytest
 import requests
 import yaml
 
+from simulation import go_tools, manifests, pins, prerequisites
+from simulation.kube import Kube, message
+from simulation import argo_sync
+from simulation import kube as platform_kube  # simulation/kube.py, for its poll
+from simulation import charts
+from simulation.control_plane import (
+    ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, write_kubeconfig)
+from simulation.processes import Processes, stop_process
+from simulation.waiting import PROBE, REQUEST
+
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-
-from simulation import go_tools, manifests, pins, prerequisites  # noqa: E402
-from simulation.kube import Kube, message  # noqa: E402
-from simulation import argo_sync  # noqa: E402  (simulation)
-from simulation import kube as platform_kube  # noqa: E402  (simulation/kube.py, for its poll)
-from simulation import charts  # noqa: E402  (simulation)
-from simulation.control_plane import (  # noqa: E402
-    ControlPlane, free_port, issue_certificate, prepare_cluster, start_control_plane, write_kubeconfig)
-from simulation.processes import Processes, stop_process  # noqa: E402
-from simulation.waiting import PROBE, REQUEST  # noqa: E402
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
@@ -59,8 +59,9 @@ def poll(check, usual=USUAL, what="condition", interval=0.25):
     return platform_kube.poll(check, usual, what=what, interval=interval)
 
 
-@pytest.fixture(scope="module")
-def control_plane(tmp_path_factory):
+# Named apart from the fixture, so that a test's `control_plane` argument does not shadow the import.
+@pytest.fixture(scope="module", name="control_plane")
+def control_plane_fixture(tmp_path_factory):
     """This tier's own etcd + kube-apiserver, the pinned CRDs and the tree's namespaces on it (the test module
     imports this fixture); stopped when the module's tests are done, not kept through the later tiers."""
     with start_control_plane(tmp_path_factory.mktemp("apiserver")) as plane:
@@ -104,10 +105,9 @@ class Api:
     def apply(self, obj):
         meta = obj["metadata"]
         url = self.kube.resource_url(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-        r = self.http.patch(url, params={"fieldManager": "gpugen-e2e", "fieldValidation": "Strict", "force": "true"},
-                            data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"},
-                            timeout=REQUEST)
-        return r
+        return self.http.patch(url, params={"fieldManager": "gpugen-e2e", "fieldValidation": "Strict", "force": "true"},
+                               data=json.dumps(obj), headers={"Content-Type": "application/apply-patch+yaml"},
+                               timeout=REQUEST)
 
     def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
         # Background: nothing here runs the garbage collector, and the orphan default for Jobs would leave
@@ -138,7 +138,7 @@ def kueue_module_dir() -> pathlib.Path:
 def kueue_embedded_trainer_version() -> str:
     """The github.com/kubeflow/trainer/v2 version the pinned Kueue module requires (its go.mod)."""
     gomod = (kueue_module_dir() / "go.mod").read_text()
-    m = re.search(r"^\s*github\.com/kubeflow/trainer/v2 (v\S+)", gomod, re.M)
+    m = re.search(r"^\s*github\.com/kubeflow/trainer/v2 (v\S+)", gomod, re.MULTILINE)
     assert m, "Kueue's go.mod no longer requires github.com/kubeflow/trainer/v2"
     return m.group(1)
 
@@ -274,9 +274,10 @@ def _metrics_cert_launcher(work: pathlib.Path, certs: pathlib.Path) -> list[str]
         if probe.returncode == 0:
             return prefix
         errors.append(f"{' '.join(prefix[:5 + len(extra)])}: {probe.stderr.strip()}")
-    prerequisites.unavailable("Kueue reads its metrics certificate from /etc/kueue/metrics/certs (hard-coded when "
-                              "internal cert management is off) and no private mount namespace could provide it "
-                              f"({'; '.join(errors)}); provision that directory (any key pair) to run Kueue directly")
+    raise prerequisites.Unavailable(
+        "Kueue reads its metrics certificate from /etc/kueue/metrics/certs (hard-coded when internal cert management "
+        f"is off) and no private mount namespace could provide it ({'; '.join(errors)}); provision that directory "
+        "(any key pair) to run Kueue directly")
 
 
 @dataclasses.dataclass
@@ -575,7 +576,7 @@ class Platform:
                 return None
             raise
 
-    def decision(self, job, usual=USUAL) -> "Decision":
+    def decision(self, job, usual=USUAL) -> Decision:
         """Wait until Kueue has decided on `job`'s Workload: admitted, or a scheduling attempt left it pending."""
         def decided():
             wl = self.workload(job)
@@ -589,7 +590,7 @@ class Platform:
         wl = poll(decided, usual, f"Kueue's decision on {job['kind']} {job['metadata']['name']}")
         return Decision.of(job, wl)
 
-    def admitted(self, job, usual=USUAL) -> "Decision":
+    def admitted(self, job, usual=USUAL) -> Decision:
         """Wait for Kueue to admit `job` (e.g. after quota was freed); fail with its last decision."""
         last = []
 
@@ -603,7 +604,7 @@ class Platform:
                                  f"Kueue log tail:\n{self.kueue.log_tail(2000)}") from None
         return last[0]
 
-    def still_pending(self, job, settle=3.0) -> "Decision":
+    def still_pending(self, job, settle=3.0) -> Decision:
         """A pending decision that holds: still not admitted after `settle` seconds of Kueue requeueing."""
         first = self.decision(job)
         assert not first.admitted, f"expected {job['metadata']['name']} to be held, Kueue admitted it: {first}"

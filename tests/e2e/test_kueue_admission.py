@@ -21,8 +21,9 @@ import yaml
 from simulation import argo_sync
 from simulation import charts
 from tests.support.kubeflow_sdk import train_job_from_sdk
-from tests.e2e.kueue_e2e import (  # noqa: F401  (control_plane: a fixture)
-    GPU, KUEUE_RUNTIME_PATCH_MANAGER, QUEUE_LABEL, AdmissionReport, Api, Platform, control_plane, job_manifest,
+from tests.e2e.kueue_e2e import control_plane_fixture  # noqa: F401 - the fixture `control_plane`, used by name
+from tests.e2e.kueue_e2e import (
+    GPU, KUEUE_RUNTIME_PATCH_MANAGER, QUEUE_LABEL, AdmissionReport, Api, Platform, job_manifest,
     kueue_embedded_trainer_version, kueue_runtime_patch_selectors, poll, render, start_kueue, stop_process,
     tree_objects, trainjob_manifest)
 from simulation.go_tools import tool_bin
@@ -34,7 +35,7 @@ from simulation.prerequisites import unavailable
 from generator.inventory import load_inventory
 from generator.inventory.naming import controller_identities
 from tests.support.inventories import edited, flame_data, write
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FLAME = load_inventory(REPO / "gpu_classes.yaml")
@@ -302,7 +303,8 @@ def test_kyverno_policies_admit_a_trainjob_as_kueue_mutated_it(flame, tmp_path):
         if f.name not in ("job-claims.yaml", "job-limits.yaml"):
             (policies / f.name).write_bytes(f.read_bytes())
     out = subprocess.run([str(kyverno), "apply", str(policies), "--resource", str(tmp_path / "trainjob.yaml"),
-                          "--userinfo", str(tmp_path / "user.yaml")], capture_output=True, text=True, timeout=ceiling(30))
+                          "--userinfo", str(tmp_path / "user.yaml")],
+                         capture_output=True, text=True, timeout=ceiling(30))
     print(out.stdout[-3000:], out.stderr[-2000:])
     summary = re.search(r"pass: (\d+), fail: (\d+), warn: \d+, error: (\d+)", out.stdout)
     assert summary, f"no kyverno summary (rc {out.returncode})"
@@ -380,10 +382,7 @@ def test_inventory_change_changes_admission(variant, platform, report, tmp_path)
     start = len(report.rows)
     for runtime, (admitted, flavor, (total, borrowed)) in expected.items():
         job = platform.submit(trainjob_manifest(f"a-{runtime}", A_NS, runtime=runtime))
-        if admitted:
-            d = platform.admitted(job)
-        else:
-            d = platform.still_pending(job)
+        d = platform.admitted(job) if admitted else platform.still_pending(job)
         note = runtime
         assert d.admitted is admitted, d
         if admitted:
@@ -431,7 +430,8 @@ def _variant_tree(tmp_path, change):
 
 
 def _admit_one_job_per_group(platform):
-    jobs = [platform.submit(trainjob_manifest("running-a", A_NS)), platform.submit(trainjob_manifest("running-b", B_NS))]
+    jobs = [platform.submit(trainjob_manifest("running-a", A_NS)),
+            platform.submit(trainjob_manifest("running-b", B_NS))]
     for job in jobs:
         assert platform.admitted(job).all_flavors() == {"gh200"}
     return jobs

@@ -16,18 +16,18 @@ import time
 import pytest
 import yaml
 
+from simulation import manifests, prerequisites
+from simulation import flame as flame_mod
+from simulation.kube import Client, conditions, poll
+from simulation.processes import leftover_processes
+
+from simulation import argo_sync
+from generator.inventory import load_inventory
+from generator.layout import KUSTOMIZATION_FILE
+from generator.inventory.naming import research_namespaces
+from generator.tree import render_trees
+
 HERE = pathlib.Path(__file__).resolve().parent
-
-from simulation import manifests, prerequisites  # noqa: E402
-from simulation import flame as flame_mod  # noqa: E402
-from simulation.kube import Client, conditions, poll  # noqa: E402
-from simulation.processes import leftover_processes  # noqa: E402
-
-from simulation import argo_sync  # noqa: E402
-from generator.inventory import load_inventory  # noqa: E402
-from generator.layout import KUSTOMIZATION_FILE  # noqa: E402
-from generator.inventory.naming import research_namespaces  # noqa: E402
-from generator.tree import render_trees  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 # Seconds a journey's step (a Workload admitted, pods running, a job complete) usually takes on a fast machine;
@@ -126,7 +126,8 @@ def flame_session(tmp_path_factory, request):
         capture = request.config.pluginmanager.getplugin("capturemanager")
         if reporter and capture:
             with capture.global_and_fixture_disabled():
-                reporter.write_line("\nsimulated FLAME timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
+                reporter.write_line(
+                    "\nsimulated FLAME timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
         left = leftover_processes(pids)
         assert not left, f"processes still running after stop: {left}"
 
@@ -299,8 +300,13 @@ def assert_model_agrees(flame, modelled: list[tuple], mark: int) -> None:
         return [(phase, wave, action, group, kind, "" if (group, kind) in cluster_scoped else namespace, name)
                 for phase, wave, action, group, kind, namespace, name in tasks]
     real, modelled = comparable(real), comparable(modelled)
-    order = lambda tasks: [t[:5] + t[6:] for t in tasks]  # noqa: E731 - without the namespace
-    listing = lambda tasks: "\n".join(f"  {t}" for t in tasks)  # noqa: E731
+
+    def order(tasks):  # without the namespace
+        return [t[:5] + t[6:] for t in tasks]
+
+    def listing(tasks):
+        return "\n".join(f"  {t}" for t in tasks)
+
     assert order(real) == order(modelled) and sorted(real) == sorted(modelled), (
         f"the model's sync differs from the real controller's.\nreal:\n{listing(real)}\nmodel:\n{listing(modelled)}")
 

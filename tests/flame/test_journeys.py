@@ -18,14 +18,15 @@ import time
 import pytest
 import yaml
 
-from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,  # noqa: F401
-                              groups, no_jobs_left, notebook_spawner, pods_of_jobset, poll, researcher, submit,
+from tests.flame.flame_support import no_jobs_left  # noqa: F401 - an autouse fixture: on in this module
+from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,
+                              groups, notebook_spawner, pods_of_jobset, poll, researcher, submit,
                               sync_as_modelled, trainer_client, wait_pods, wait_trainjob_complete, wait_workload,
                               workload_of)
 from simulation.kube import ApiError, conditions
 from simulation import flame as flame_mod, pins
 from simulation.argocd_local import application_settled, describe_application
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 REPO = pins.REPO
 INVENTORY = pathlib.Path(os.environ.get("GPUGEN_INVENTORY") or REPO / "gpu_classes.yaml")
@@ -45,8 +46,9 @@ def class_nodes(flame):
 
 def test_0_argo_cd_delivered_every_application_from_the_bootstrap(flame_cluster):
     """The fixture ran the README's bootstrap against an empty cluster (argocd-cm patch, then
-    `kubectl apply` of bootstrap/root, its AppProject first): every Application the bootstrap renders is Synced and Healthy at the
-    repository's commit, each component was installed from its chart by Argo CD and runs as its chart says."""
+    `kubectl apply` of bootstrap/root, its AppProject first): every Application the bootstrap renders is Synced and
+    Healthy at the repository's commit, each component was installed from its chart by Argo CD and runs as its chart
+    says."""
     flame = flame_cluster
     argo = flame.argocd
     apps = {a["metadata"]["name"]: a for a in argo.applications()}
@@ -331,7 +333,8 @@ def test_7_notebook_deployment_runs_untouched_by_kueue(flame_cluster):
         assert not pod["spec"].get("schedulingGates")
         assert "kueue.x-k8s.io/queue-name" not in pod["metadata"].get("labels", {})
         assert not [w for w in flame.admin.list("kueue.x-k8s.io/v1beta2", "Workload", ns)
-                    if any(o["kind"] in ("Deployment", "ReplicaSet", "Pod") for o in w["metadata"].get("ownerReferences", []))]
+                    if any(o["kind"] in ("Deployment", "ReplicaSet", "Pod")
+                           for o in w["metadata"].get("ownerReferences", []))]
         spawner.delete("apps/v1", "Deployment", "notebook", ns)
 
 
@@ -358,7 +361,8 @@ def test_8_removing_a_class_from_the_inventory_syncs_to_completion(flame_cluster
         sync_as_modelled(flame, inv, "add class a100")
         assert flame.admin.get("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100")
         modelled = sync_as_modelled(flame, flame.inventory_file, "remove class a100")
-        assert ("Sync", max(t[1] for t in modelled), "prune", "kueue.x-k8s.io", "ResourceFlavor", "", "a100") in modelled
+        last_wave = max(t[1] for t in modelled)
+        assert ("Sync", last_wave, "prune", "kueue.x-k8s.io", "ResourceFlavor", "", "a100") in modelled
         # Argo CD reports Succeeded once the last wave ran, while pruned objects may still be terminating
         # (foreground deletion; Kueue's in-use finalizer on the flavor): they must then go.
         for api, kind, name in (("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "a100"),

@@ -13,12 +13,13 @@ import yaml
 
 from generator.inventory.duration import seconds
 
-from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,  # noqa: F401
-                                             groups, long_job, no_jobs_left, poll, researcher, submit,
+from tests.flame.flame_support import no_jobs_left  # noqa: F401 - an autouse fixture: on in this module
+from tests.flame.flame_support import (CLASS, GPU, RUNTIME, USUAL, Timer, cluster_queue_usage,
+                                             groups, long_job, poll, researcher, submit,
                                              trainer_client, wait_workload, workload_of)
 from tests.support.inventories import edited, setting, write
 from simulation.kube import ApiError, conditions
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 PRIORITY = "kueue.x-k8s.io/priority-class"
 TRAINJOB = "trainer.kubeflow.org/v1alpha1"
@@ -138,7 +139,8 @@ def test_c4_a_job_past_its_walltime_is_stopped_and_its_quota_freed(flame_cluster
         poll(lambda: cluster_queue_usage(flame, a).get((CLASS, GPU), ("0",))[0] == "1", 20, "the GPU in use")
         wl = wait_workload(r.client, ns, "Job", "short-walltime", "Evicted", usual=USUAL)
         evicted = conditions(wl)["Evicted"]
-        assert "maximum execution time" in evicted["message"].lower() or "MaximumExecutionTime" in evicted["reason"], evicted
+        assert ("maximum execution time" in evicted["message"].lower()
+                or "MaximumExecutionTime" in evicted["reason"]), evicted
         assert wl["spec"].get("active") is False, wl["spec"]
         poll(lambda: cluster_queue_usage(flame, a).get((CLASS, GPU), ("0",))[0] == "0", 60, "the GPU given back")
         assert r.client.get("batch/v1", "Job", "short-walltime", ns)["spec"]["suspend"] is True

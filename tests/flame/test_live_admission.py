@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.flame.flame_support import notebook_spawner, poll, researcher  # noqa: E402,F401
-from simulation.kube import ApiError  # noqa: E402
+from tests.flame.flame_support import notebook_spawner, poll, researcher
+from simulation.kube import ApiError
 from tests.support.inventories import edited, setting, write
 from tests.support.registry import HUB_REGISTRY, LOCALHOST_REGISTRY, REGISTRY, with_test_registry
 
@@ -46,7 +46,8 @@ def test_live_image_architecture_against_the_registry(flame_cluster, registry, t
     # A commit listing the test registry among the public registries (as a site lists its own), synced by Argo CD.
     public = with_test_registry(flame_cluster.inventory.cluster.components.kyverno, hub)
     listed = write(edited(yaml.safe_load(flame_cluster.inventory_file.read_text()),
-                          setting("cluster.components.kyverno.publicRegistries", public)), tmp_path / "gpu_classes.yaml")
+                          setting("cluster.components.kyverno.publicRegistries", public)),
+                   tmp_path / "gpu_classes.yaml")
     flame_cluster.sync(listed, "list the site's image registry as public")
     try:
         # Accepted by the released admission controller: buildx's arm64-only index (with its attestation) on public

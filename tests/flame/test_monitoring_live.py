@@ -1,6 +1,6 @@
 """Monitoring and accounting on the simulated FLAME, after the journeys (this module runs last on the cluster,
-tests/flame/conftest.py): the site's real Prometheus (simulation/prometheus.py) scrapes the real controllers as the rendered
-ServiceMonitors say, evaluates the rendered rules on their metrics, and the GPU-hours it and `gpugen report`
+tests/flame/conftest.py): the site's real Prometheus (simulation/prometheus.py) scrapes the real controllers as the
+rendered ServiceMonitors say, evaluates the rendered rules on their metrics, and the GPU-hours it and `gpugen report`
 give per group match what Kueue's Workloads held (simulation/ledger.py), to within one scrape interval per
 spell of reserved quota."""
 
@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from generator.cli import main as gpugen
 from generator.inventory import duration
 from tests.flame.flame_support import poll
-from simulation.waiting import REQUEST, wait_for  # noqa: E402
+from simulation.waiting import REQUEST, wait_for
 
 pytestmark = pytest.mark.tools
 
@@ -28,7 +28,8 @@ GH200 = "gh200"
 
 def query(prometheus, expr: str, at: float | None = None) -> list[dict]:
     params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
-    with urllib.request.urlopen(f"{prometheus.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=REQUEST) as r:
+    url = f"{prometheus.url}/api/v1/query?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(url, timeout=REQUEST) as r:
         answer = json.load(r)
     assert answer["status"] == "success", answer
     return answer["data"]["result"]

@@ -19,14 +19,15 @@ import sys
 
 import yaml
 
-from tests.flame.flame_support import (GPU, USUAL, Timer, assert_model_agrees, long_job, modelled_tasks,  # noqa: F401
-                              no_jobs_left, poll, researcher, submit, sync_as_modelled, wait_pods,
+from tests.flame.flame_support import no_jobs_left  # noqa: F401 - an autouse fixture: on in this module
+from tests.flame.flame_support import (GPU, USUAL, Timer, assert_model_agrees, long_job, modelled_tasks,
+                              poll, researcher, submit, sync_as_modelled, wait_pods,
                               wait_trainjob_complete, wait_workload, workload_of)
 from tests.support.inventories import edited, write
 from simulation.kube import conditions
 
 from generator.plan.changes import WAITS_ON_WORKLOADS
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 CLASS = "gh200"
 KUEUE = "kueue.x-k8s.io/v1beta2"

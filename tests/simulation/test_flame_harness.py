@@ -12,11 +12,11 @@ import time
 import pytest
 import yaml
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+from simulation.processes import ComponentFailed, Processes, leftover_processes, wait_ready
+from simulation.waiting import ceiling
+from simulation import go_tools, manifests, prerequisites
 
-from simulation.processes import ComponentFailed, Processes, leftover_processes, wait_ready  # noqa: E402
-from simulation.waiting import ceiling  # noqa: E402
-from simulation import go_tools, manifests, prerequisites  # noqa: E402
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_a_component_that_fails_to_start_is_named_with_its_log(tmp_path):
@@ -136,8 +136,8 @@ def chart_configurations():
 
 def test_configurations_change_only_their_listeners(chart_configurations):
     """Kueue's, Trainer's and JobSet's Configuration as the pod runtime writes them: the webhook, probe and metrics
-    listeners (and Kueue's visibility server) on the pod's IP with their ports; every other field (certificates and cert management included) as
-    the chart has it."""
+    listeners (and Kueue's visibility server) on the pod's IP with their ports; every other field (certificates and cert
+    management included) as the chart has it."""
     import copy
     from simulation.pods import _localize_configuration
     ip = "127.101.0.9"
@@ -155,11 +155,16 @@ def test_configurations_change_only_their_listeners(chart_configurations):
             # Kueue's visibility API server, on all interfaces by default.
             assert local["visibilityServer"] == {**doc.get("visibilityServer", {}), "bindAddress": ip}, name
             listeners += ("visibilityServer",)
-        strip = lambda d: {k: v for k, v in d.items() if k not in listeners}  # noqa: E731
+
+        def strip(d):
+            return {k: v for k, v in d.items() if k not in listeners}
+
         assert strip(local) == strip(doc), name
         for section in ("health", "metrics"):
-            keep = lambda d: {k: v for k, v in (d.get(section) or {}).items()  # noqa: E731
-                              if k not in ("healthProbeBindAddress", "bindAddress")}
+            def keep(d):
+                return {k: v for k, v in (d.get(section) or {}).items()
+                        if k not in ("healthProbeBindAddress", "bindAddress")}
+
             assert keep(local) == keep(doc), (name, section)
         assert {k: v for k, v in local["webhook"].items() if k != "host"} == \
             {k: v for k, v in (doc.get("webhook") or {}).items() if k != "host"}, name

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import copy
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 from unittest.mock import patch
 
 from kubernetes import client as k8s_client
@@ -64,7 +65,8 @@ class FakeCoreV1Api:
 
 
 @contextmanager
-def trainer_client(cluster_runtimes: list[dict[str, Any]], namespace: str) -> Iterator[tuple[Any, FakeCustomObjectsApi]]:
+def trainer_client(cluster_runtimes: list[dict[str, Any]],
+                   namespace: str) -> Iterator[tuple[Any, FakeCustomObjectsApi]]:
     """A real TrainerClient whose Kubernetes API serves `cluster_runtimes`."""
     from kubeflow.trainer import TrainerClient
     from kubeflow.common.types import KubernetesBackendConfig

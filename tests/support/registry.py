@@ -12,7 +12,7 @@ from generator.versions import pin
 from simulation.flame import KYVERNO_HTTP_BLOCKLIST
 from simulation.go_tools import go_program
 from tests.support import ORACLES
-from simulation.waiting import STOP_GRACE  # noqa: E402
+from simulation.waiting import STOP_GRACE
 
 # Test objects name images as REGISTRY/repo:tag (or REGISTRY/repo@DIGEST_<REPO_TAG>, e.g.
 # DIGEST_VISION_TRAIN_ARM64_SINGLE); the fixture fills in the address of the registry it started and the digests

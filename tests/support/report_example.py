@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from generator.inventory.models import Inventory
@@ -28,9 +28,9 @@ from simulation.go_tools import tool_bin
 from simulation.prerequisites import Unavailable
 from simulation.processes import stop_process
 from tests.support import INVENTORY, REPO
-from simulation.waiting import PROBE, ceiling  # noqa: E402
+from simulation.waiting import PROBE, ceiling
 
-T0 = int(datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp())
+T0 = int(datetime(2026, 11, 30, tzinfo=UTC).timestamp())
 HOURS = 12
 SCRAPE = 15  # seconds between samples, as Prometheus scrapes Kueue
 RESTART = 6 * 3600  # Kueue's pod is replaced here: two copies of every series overlap for Prometheus' lookback
@@ -134,7 +134,9 @@ def serving(text: str, work: Path, timeout: float = 60) -> Iterator[str]:
 
 def window() -> tuple[str, str]:
     """--from and --to of the example's twelve hours."""
-    show = lambda seconds: datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    def show(seconds):
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     return show(T0), show(T0 + HOURS * 3600)
 
 
@@ -145,11 +147,11 @@ def main() -> None:
     from generator.inventory import load_inventory
 
     start, end = window()
-    period = parse_period(start, end, DEFAULT_STEP, datetime.now(timezone.utc))
+    period = parse_period(start, end, DEFAULT_STEP, datetime.now(UTC))
     picture = REPO / "docs" / "report-example.png"
-    with tempfile.TemporaryDirectory(prefix="gpugen-report-example-") as work:
-        with serving(openmetrics(load_inventory(INVENTORY)), Path(work)) as url:
-            result = usecases.report(INVENTORY, url, period, chart=picture)
+    with (tempfile.TemporaryDirectory(prefix="gpugen-report-example-") as work,
+          serving(openmetrics(load_inventory(INVENTORY)), Path(work)) as url):
+        result = usecases.report(INVENTORY, url, period, chart=picture)
     sys.stdout.write(result.text or "")
     print(f"wrote {picture.relative_to(REPO)}")
 

@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespaces", type=int, default=3, help="namespaces per group")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--headroom", type=float, default=1.25,
-                        help="nodes per class = ceil(GPUs held x headroom / GPUs per node); quotas that do not fit are refused")
+                        help="nodes per class = ceil(GPUs held x headroom / GPUs per node); "
+                             "quotas that do not fit are refused")
     parser.add_argument("--clusters", type=int, default=0, help="spread the classes over this many workers")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args(argv)

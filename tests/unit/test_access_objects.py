@@ -33,7 +33,8 @@ def test_one_researcher_rolebinding_per_research_namespace_naming_the_groups_ide
 
 
 def test_users_become_user_subjects_and_a_group_without_identities_gets_no_binding():
-    text = (FLAME.replace("        - oidc:vision-lab\n", "        - oidc:vision-lab\n      users: [alice@example.org]\n")
+    text = (FLAME.replace("        - oidc:vision-lab\n",
+                          "        - oidc:vision-lab\n      users: [alice@example.org]\n")
             .replace("    identities:\n      groups:\n        - oidc:nlp-lab\n", ""))
     bindings = of_kind(objects(text), "RoleBinding")
     assert [b["metadata"]["namespace"] for b in bindings] == ["vision-lab"]

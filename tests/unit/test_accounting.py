@@ -3,7 +3,8 @@ hours, copies of a series merged with max, usage against allocation, and no data
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import itertools
+from datetime import datetime, UTC
 
 import pytest
 
@@ -11,8 +12,8 @@ from generator.report.usage import (MAX_PERIOD_POINTS, MAX_POINTS, Period, bucke
                                   parse_period, usage_query, usage_report)
 from generator.errors import NoData
 
-NOW = datetime(2026, 12, 5, 12, 0, 0, tzinfo=timezone.utc)
-T0 = int(datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp())
+NOW = datetime(2026, 12, 5, 12, 0, 0, tzinfo=UTC)
+T0 = int(datetime(2026, 12, 1, tzinfo=UTC).timestamp())
 GIB = 2**30
 
 
@@ -88,7 +89,7 @@ def test_chunks_cover_the_grid_exactly_once(seconds, step, max_points, expected)
     points = [t for first, last in spans for t in range(first, last + 1, step)]
     assert points == list(range(period.start, period.end, step))
     assert all((last - first) // step + 1 <= max_points for first, last in spans)
-    assert all(later[0] - earlier[1] == step for earlier, later in zip(spans, spans[1:]))
+    assert all(later[0] - earlier[1] == step for earlier, later in itertools.pairwise(spans))
 
 
 @pytest.mark.parametrize("seconds, step, value_at, hours", [
@@ -105,7 +106,10 @@ def test_left_riemann_sum(seconds, step, value_at, hours):
 
 def test_integration_is_the_same_in_chunks():
     period = Period(T0, T0 + 10 * 3600, 30)
-    value_at = lambda t: (t - T0) // 1000 % 3  # noqa: E731 (changes every 1000 s)
+
+    def value_at(t):  # changes every 1000 s
+        return (t - T0) // 1000 % 3
+
     whole = collect([[answer("q", "f", "nvidia.com/gpu", grid(period, value_at))]])
     in_chunks = collect([[answer("q", "f", "nvidia.com/gpu", [(t, value_at(t)) for t in range(first, last + 1, 30)])]
                          for first, last in chunks(period, 7)])
@@ -169,8 +173,13 @@ def test_the_query_merges_copies_and_asks_for_the_reported_resources(flame):
 def test_usage_against_allocation(flame):
     """FLAME: vision-lab holds 1 GPU for 2 h, nlp-lab 2 GPUs (one borrowed) for 30 min, over a day."""
     period = Period(T0, T0 + 86400, 30)
-    vision = lambda t: 1 if t < T0 + 7200 else 0  # noqa: E731
-    nlp = lambda t: 2 if T0 + 3600 <= t < T0 + 5400 else 0  # noqa: E731
+
+    def vision(t):
+        return 1 if t < T0 + 7200 else 0
+
+    def nlp(t):
+        return 2 if T0 + 3600 <= t < T0 + 5400 else 0
+
     series = collect([[answer("vision-lab", "gh200", "nvidia.com/gpu", grid(period, vision)),
                        answer("vision-lab", "gh200", "cpu", grid(period, lambda t: 8 * vision(t))),
                        answer("vision-lab", "gh200", "memory", grid(period, lambda t: 64 * GIB * vision(t))),

@@ -73,7 +73,8 @@ def test_several_clusters_every_application_generated_or_not_stays_inside_its_pr
                 if path.startswith(cluster + "/") and not path.endswith(KUSTOMIZATION_FILE)]
     apps = [o for o in bootstrap_objects if o["kind"] == "Application"]
     assert len([a for a in apps if "gpugen/component" in a["metadata"].get("labels", {})]) == 4 * len(servers) - own
-    entries = P.checker_entries([(app, P.application_manifests(app)) for app in apps if app["spec"]["source"].get("chart")]
+    entries = P.checker_entries([(app, P.application_manifests(app))
+                                 for app in apps if app["spec"]["source"].get("chart")]
                                 + [(app, tree(app["spec"]["source"]["path"].removeprefix("rendered/")))
                                    for app in generated])
     violations = P.run_checker(checker, projects, entries)
@@ -213,7 +214,7 @@ def test_a_cluster_scoped_object_is_judged_as_one_even_with_a_namespace(variants
 
 
 def test_a_source_outside_the_project_is_refused(variants):
-    projects, apps, check = variants
+    _, apps, check = variants
     directory_app = next(a for a in apps if a["spec"]["source"].get("path") == "rendered")
     chart_app = component_apps(apps)[0]
     fork, registry = "https://github.com/someone-else/flame-gitops.git", "registry.example.com/charts"
@@ -231,7 +232,7 @@ def test_a_source_outside_the_project_is_refused(variants):
 
 
 def test_a_missing_project_and_a_destination_by_name_are_reported(variants):
-    projects, apps, check = variants
+    _, apps, check = variants
     first, second = component_apps(apps)[:2]
 
     def change(apps, objects):

@@ -172,7 +172,8 @@ def test_kueue_only_manages_the_research_namespaces_of_the_inventory():
 
 def test_kyverno_admission_controller_image_can_carry_the_index_fix():
     def set_image(data):
-        data["cluster"]["components"]["kyverno"]["admissionControllerImage"] = "registry.example.org:5000/platform/kyverno:index-fix-2026"
+        data["cluster"]["components"]["kyverno"]["admissionControllerImage"] = (
+            "registry.example.org:5000/platform/kyverno:index-fix-2026")
     (kyverno_app,) = [o for o in bootstrap_objects(variant(set_image))["platform"]
                       if o["metadata"].get("labels", {}).get(COMPONENT_LABEL) == "kyverno"]
     image = kyverno_app["spec"]["source"]["helm"]["valuesObject"]["admissionController"]["container"]["image"]

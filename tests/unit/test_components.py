@@ -38,7 +38,7 @@ def build_list() -> dict[str, str]:
 
 
 def test_there_are_component_folders():
-    assert FOLDERS == sorted(COMPONENTS)
+    assert sorted(COMPONENTS) == FOLDERS
 
 
 @pytest.mark.parametrize("name", FOLDERS)
@@ -133,5 +133,6 @@ def test_its_simulated_run(name, flame):
 @pytest.mark.parametrize("name", FOLDERS)
 def test_its_folder_holds_only_its_parts(name):
     folder = REPO / "generator" / "components" / name
-    others = [p.name for p in folder.iterdir() if p.suffix == ".py" and p.stem not in ("__init__", "values", "settings")]
+    others = [p.name for p in folder.iterdir()
+              if p.suffix == ".py" and p.stem not in ("__init__", "values", "settings")]
     assert others == [], f"{name}: {others}: a folder holds __init__.py (FACTS), values.py and settings.py"

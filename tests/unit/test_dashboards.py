@@ -25,7 +25,7 @@ from generator.builders.prometheus import COMPONENT_LABEL
 from generator.inventory.naming import KUBERNETES_RESOURCE
 from generator.limits import object_problems
 from generator.versions import pin
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 PROMQLPARSE_SOURCE = ORACLES / "promqlparse" / "main.go"
 # The Prometheus module whose parser the queries must satisfy: the pinned one.
@@ -186,10 +186,10 @@ def test_uids_are_stable_short_and_grafana_valid():
 
 @pytest.fixture(scope="module")
 def sdk():
-    from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: PLC0415
-    from grafana_foundation_sdk.cog.plugins import register_default_plugins  # noqa: PLC0415
-    from grafana_foundation_sdk.models import prometheus  # noqa: PLC0415
-    from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel  # noqa: PLC0415
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins
+    from grafana_foundation_sdk.models import prometheus
+    from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
     register_default_plugins()  # the panels' and queries' own models, as the SDK decodes them
     return Dashboard, Panel, RowPanel, prometheus.Dataquery, JSONEncoder
 
@@ -341,10 +341,10 @@ def kueue_metrics() -> dict[str, set[str]]:
     except ModuleUnavailable as missing:
         unavailable(f"sigs.k8s.io/kueue@{pin('KUEUE')} is not in the Go module cache: {missing}")
     constants = dict(re.findall(r'^\s*(\w+)\s*=\s*"([^"]*)"',
-                                (source_dir / "pkg" / "constants" / "constants.go").read_text(), flags=re.M))
+                                (source_dir / "pkg" / "constants" / "constants.go").read_text(), flags=re.MULTILINE))
     source = (source_dir / "pkg" / "metrics" / "metrics.go").read_text()
     metrics: dict[str, set[str]] = {}
-    for kind, body in re.findall(r"prometheus\.New(Counter|Gauge|Histogram)Vec\((.*?)\)\n", source, flags=re.S):
+    for kind, body in re.findall(r"prometheus\.New(Counter|Gauge|Histogram)Vec\((.*?)\)\n", source, flags=re.DOTALL):
         subsystem = re.search(r"Subsystem:\s*constants\.(\w+)", body)
         name = re.search(r'Name:\s*"(\w+)"', body)
         labels = re.search(r"\[\]string\{([^}]*)\}", body[name.end():] if name else "")

@@ -20,7 +20,7 @@ from generator import emit
 from generator.builders import bootstrap_objects, synced_objects
 from generator.inventory import load_inventory_text
 
-from tests.support import synth  # noqa: E402
+from tests.support import synth
 
 
 def _quoted_calls() -> int:
@@ -40,7 +40,8 @@ def direct_or_none(obj):
 def reads_back(text: str):
     import yaml
 
-    documents = [yaml.load(text, Loader=loader) for loader in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))]
+    loaders = (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    documents = [yaml.load(text, Loader=loader) for loader in loaders]
     assert documents[0] == documents[1]
     return documents[0]
 
@@ -150,7 +151,8 @@ def _unusual(text: str) -> str:
     """FLAME with descriptions outside libyaml's domain of the direct writer: non-ASCII, tabs, several lines."""
     line = next(line for line in text.splitlines() if line.strip().startswith("description: NVIDIA GH200"))
     indent = line[:len(line) - len(line.lstrip())]
-    return text.replace(line, indent + 'description: "Grâce Hopper\\tsuperchip — 72 cœurs\\n\\nsecond paragraph\\n\\n"', 1)
+    return text.replace(
+        line, indent + 'description: "Grâce Hopper\\tsuperchip — 72 cœurs\\n\\nsecond paragraph\\n\\n"', 1)
 
 
 @pytest.mark.parametrize("variant", ["flame", "unusual"])

@@ -27,8 +27,8 @@ from generator.cli import main
 from generator.inventory import load_inventory_text
 from generator.tree import render_trees
 
-from tests.support import synth  # noqa: E402
-from simulation.waiting import ceiling  # noqa: E402
+from tests.support import synth
+from simulation.waiting import ceiling
 
 FLAME = INVENTORY.read_text()
 NAME = "gpu_classes.yaml"
@@ -164,12 +164,14 @@ TMPFS_SCRIPT = textwrap.dedent("""
     mount -t tmpfs -o size={size} gpugen-test {mnt}
     trap 'umount {mnt}' EXIT
     cd {repo}
-    {python} -m generator render --inventory {small} --out {mnt}/out --bootstrap-out {mnt}/boot --docs-out {mnt}/docs.md > /dev/null
-    {python} -c 'import json; from tests.unit.test_faults import snapshot; print(json.dumps(snapshot("{mnt}")))' > {work}/before.json
+    outputs="--out {mnt}/out --bootstrap-out {mnt}/boot --docs-out {mnt}/docs.md"
+    snapshot='import json; from tests.unit.test_faults import snapshot; print(json.dumps(snapshot("{mnt}")))'
+    {python} -m generator render --inventory {small} $outputs > /dev/null
+    {python} -c "$snapshot" > {work}/before.json
     set +e
-    {python} -m generator render --inventory {big} --out {mnt}/out --bootstrap-out {mnt}/boot --docs-out {mnt}/docs.md 2> {work}/stderr
+    {python} -m generator render --inventory {big} $outputs 2> {work}/stderr
     echo $? > {work}/rc
-    {python} -c 'import json; from tests.unit.test_faults import snapshot; print(json.dumps(snapshot("{mnt}")))' > {work}/after.json
+    {python} -c "$snapshot" > {work}/after.json
 """)
 
 
@@ -181,7 +183,6 @@ def test_a_really_full_tmpfs_keeps_the_previous_tree(inventories, tmp_path):
     """A real file system running out of space (a 1 MiB tmpfs in a private mount namespace): needs root."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("needs root and unshare(1) to mount a private tmpfs")
-    texts, _ = inventories
     small, big = put(tmp_path, FLAME, "small"), put(tmp_path, synthetic(2000), "big")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -195,7 +196,7 @@ def test_a_really_full_tmpfs_keeps_the_previous_tree(inventories, tmp_path):
     stderr = (tmp_path / "stderr").read_text()
     assert (tmp_path / "rc").read_text().strip() == "2", stderr
     assert "No space left on device" in stderr and "Traceback" not in stderr and len(stderr.splitlines()) == 1
-    before, after = json.loads((tmp_path / "before.json").read_text()), json.loads((tmp_path / "after.json").read_text())
+    before, after = (json.loads((tmp_path / name).read_text()) for name in ("before.json", "after.json"))
     assert after == before, "the previous tree (and nothing else) must be on the file system"
 
 

@@ -103,7 +103,8 @@ def test_alias_bomb_is_refused_at_the_alias_within_bounds(where, size, tmp_path)
         line = line_of(text, "a5: &a5")  # 9^6 > MAX_NODES: refused while reading a5
     elif where == "inside-a-class":
         indented = "".join("    x" + entry + "\n" for entry in bomb.splitlines())
-        text = FLAME.replace("    arch: arm64\n", "    arch: arm64\n    bomb:\n" + indented.replace("    x", "      "), 1)
+        text = FLAME.replace("    arch: arm64\n",
+                             "    arch: arm64\n    bomb:\n" + indented.replace("    x", "      "), 1)
         line = line_of(text, "a5: &a5")
     else:
         text = FLAME.replace("classes:\n", "defaults: &d\n" + "".join("  " + e + "\n" for e in bomb.splitlines())
@@ -227,7 +228,8 @@ def test_line_breaks_and_controls_in_single_line_values_are_refused(needle, valu
     text = replace_line(FLAME, needle, value)
     with pytest.raises(InventoryInvalid) as refused:
         load_inventory_text(text, "inv.yaml")
-    assert re.match(rf"inv\.yaml:{line_of(text, value.split(':')[0] + ':')}:\d+: ", str(refused.value)), str(refused.value)
+    line = line_of(text, value.split(":")[0] + ":")
+    assert re.match(rf"inv\.yaml:{line}:\d+: ", str(refused.value)), str(refused.value)
 
 
 def test_trailing_newline_is_refused_by_the_patterns_too():
@@ -290,7 +292,8 @@ def test_merge_key_with_override_is_accepted_and_duplicates_are_not():
     assert str(inventory.classes["other"].perNode.cpu) == "30"
     assert inventory.classes["other"].perNode.gpus == inventory.classes["gh200"].perNode.gpus
     duplicate = text.replace("      cpu: 30\n", "      cpu: 30\n      cpu: 31\n", 1)
-    with pytest.raises(InventoryInvalid, match=rf"inv\.yaml:{line_of(duplicate, 'cpu: 31')}:\d+: .*duplicate key 'cpu'"):
+    line = line_of(duplicate, "cpu: 31")
+    with pytest.raises(InventoryInvalid, match=rf"inv\.yaml:{line}:\d+: .*duplicate key 'cpu'"):
         load_inventory_text(duplicate, "inv.yaml")
 
 
@@ -299,7 +302,8 @@ def test_a_valid_253_character_group_name_is_refused_at_its_line_not_with_enamet
     assert len(name) >= 250
     text = FLAME.replace("\n  vision-lab:\n", f"\n  {name}:\n", 1)
     result = CliRunner().invoke(main, ["render", "--inventory", str(write(tmp_path, text)), *outputs(tmp_path)])
-    assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line_of(text, name), "255-byte file-name limit", tmp_path)
+    assert_refused(result, str(tmp_path / "gpu_classes.yaml"), line_of(text, name), "255-byte file-name limit",
+                   tmp_path)
 
 
 def test_too_many_namespaces_are_refused_before_building(tmp_path):
@@ -337,8 +341,8 @@ def test_render_refuses_an_object_over_the_limits_naming_the_inventory(tmp_path,
 
 # ----------------------------------------------------------------------------------------- outputs and plan
 
-@pytest.mark.parametrize("layout", ["bootstrap-is-out", "docs-inside-out", "out-inside-bootstrap", "out-holds-inventory",
-                                    "docs-is-inventory"])
+@pytest.mark.parametrize("layout", ["bootstrap-is-out", "docs-inside-out", "out-inside-bootstrap",
+                                    "out-holds-inventory", "docs-is-inventory"])
 def test_overlapping_outputs_are_refused(layout, tmp_path):
     inventory = write(tmp_path, FLAME)
     out, boot, docs = tmp_path / "out", tmp_path / "boot", tmp_path / "docs.md"
@@ -383,7 +387,7 @@ def test_plan_at_an_unexpected_tree_is_refused_cleanly(tmp_path):
     inventory = write(tmp_path, FLAME)
     for out in (str(tmp_path / "elsewhere"), "docs", "/"):
         result = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", out])
-        assert result.exit_code in (0, 2) and result.exception is None or isinstance(result.exception, SystemExit), (
+        assert (result.exit_code in (0, 2) and result.exception is None) or isinstance(result.exception, SystemExit), (
             out, result.output)
         assert "Traceback" not in result.output
     result = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", "docs"])

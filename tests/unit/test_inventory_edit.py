@@ -78,7 +78,8 @@ def test_edits_land_where_expected(inventory):
     assert inv.groups["vision-lab"].namespaces == ["vision-lab", "vision-lab-students"]
     identities = inv.groups["physics-lab"].identities
     assert (identities.groups, identities.users) == (["oidc:physics-lab"], ["carol@example.org"])
-    assert (inv.groups["vision-lab"].allocations["gh200"].cpu, inv.groups["vision-lab"].allocations["gh200"].memory) == ("30", "200G")
+    allocation = inv.groups["vision-lab"].allocations["gh200"]
+    assert (allocation.cpu, allocation.memory) == ("30", "200G")
     assert "        cpu: 30\n" in inventory.read_text(), "a whole number stays unquoted, as a person writes it"
     assert "namespaces: [vision-lab, vision-lab-students]" in inventory.read_text(), "flow style kept"
 

@@ -20,7 +20,7 @@ HEX = r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}"
 HASH = re.compile(rf"`({HEX})`|\b(?:at|against|since|before|after|from|commit|revision)\s+`?({HEX})\b")
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 # Fenced blocks, then inline code spans: removed before dates are looked for outside benchmarks/.
-CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.M | re.S)
+CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.MULTILINE | re.DOTALL)
 
 
 def pages() -> list[Path]:

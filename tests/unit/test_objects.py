@@ -22,7 +22,7 @@ from simulation.prerequisites import unavailable
 from generator.inventory.quantity import parse_quantity
 from generator.layout import directory_size_warning
 from generator.versions import pin
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 POD_SPEC_PATH = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"  # Argo CD's annotation (argo-cd docs: Sync Phases and Waves)
@@ -39,12 +39,13 @@ def module_dir(module: str, version: str) -> Path:
 def trainer_constants() -> dict[str, str]:
     """`Name string = "value"` constants of the pinned Trainer's pkg/constants (what its controller matches on)."""
     source = module_dir("github.com/kubeflow/trainer/v2", pin("TRAINER")) / "pkg" / "constants" / "constants.go"
-    return dict(re.findall(r'^\s*(\w+)\s+string\s*=\s*"([^"]*)"', source.read_text(), flags=re.M))
+    return dict(re.findall(r'^\s*(\w+)\s+string\s*=\s*"([^"]*)"', source.read_text(), flags=re.MULTILINE))
 
 
 @cache
 def crd_schema(file_name: str, version: str) -> dict:
-    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True, timeout=ceiling(60))
+    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True,
+                          timeout=ceiling(60))
     if done.returncode != 0:
         unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr[-300:]}")
     crd = yaml.safe_load((Path(done.stdout.strip()) / file_name).read_text())
@@ -133,7 +134,8 @@ def test_cluster_queue_quotas_are_flames_allocations(flame_objects):
     """Read off gpu_classes.yaml by hand: each group holds 1 GH200 GPU, 36 CPU, 240G on flavor gh200; pods is its
     GPU share of the class's pod slots, 1 GPU x 110 pods per node / 1 GPU per node = 110."""
     quotas = {(queue["metadata"]["name"], flavor["name"], resource["name"]): resource["nominalQuota"]
-              for queue in of_kind(flame_objects, "ClusterQueue") for flavor in queue["spec"]["resourceGroups"][0]["flavors"]
+              for queue in of_kind(flame_objects, "ClusterQueue")
+              for flavor in queue["spec"]["resourceGroups"][0]["flavors"]
               for resource in flavor["resources"]}
     expected = {"cpu": "36", "memory": "240G", "nvidia.com/gpu": "1", "pods": "110"}
     assert quotas == {(group, "gh200", resource): amount for group in ("nlp-lab", "vision-lab")
@@ -194,8 +196,8 @@ def test_kueue_objects_spell_out_every_server_default_so_argo_cd_sees_no_drift(f
         defaults = server_defaults(schema, obj)
         # An object default ({}) only makes the server create the object and default its fields (checked too).
         differing = {path: (lookup(obj, path), default) for path, default in defaults.items()
-                     if not (lookup(obj, path) == default or default == {} and isinstance(lookup(obj, path), dict)
-                             or path in INVENTORY_CHOSEN and lookup(obj, path) != "<not set>")}
+                     if not (lookup(obj, path) == default or (default == {} and isinstance(lookup(obj, path), dict))
+                             or (path in INVENTORY_CHOSEN and lookup(obj, path) != "<not set>"))}
         assert not differing, f"{kind} {obj['metadata']['name']}: (rendered, CRD default) {differing}"
 
 

@@ -26,8 +26,8 @@ from generator.tree import render_trees
 GOLDEN = REPO / "tests" / "golden" / "plan"
 FLAME = INVENTORY.read_text(encoding="utf-8")
 
-H100 = dict(arch="amd64", label_value="NVIDIA-H100-80GB-HBM3", image="ghcr.io/urcf/pytorch:2.9.1-cuda12.9",
-            nodes=2, gpus=8, cpu="192", memory="1900Gi")
+H100 = {"arch": "amd64", "label_value": "NVIDIA-H100-80GB-HBM3", "image": "ghcr.io/urcf/pytorch:2.9.1-cuda12.9",
+        "nodes": 2, "gpus": 8, "cpu": "192", "memory": "1900Gi"}
 
 
 def with_h100(text: str) -> str:
@@ -48,10 +48,13 @@ SCENARIOS = {
         # The reviewer's view of removing h100: the allocation had to go too (else the inventory is invalid).
         FLAME,
     ),
-    "retarget-local-queue": (FLAME, FLAME.replace("namespaces: [vision-lab]", "namespaces: [vision-lab, nlp-lab-teaching]")
+    "retarget-local-queue": (FLAME, FLAME.replace("namespaces: [vision-lab]",
+                                                  "namespaces: [vision-lab, nlp-lab-teaching]")
                              .replace("[nlp-lab, nlp-lab-teaching]", "[nlp-lab]")),
-    "change-runtime-image": (FLAME, edit.edit_text(FLAME, edit.set_image("gh200", "ghcr.io/urcf/pytorch:2.10.0-cuda13.0"))),
-    "rename-flavor": (FLAME, FLAME.replace("    arch: arm64\n", "    arch: arm64\n    flavor: gh200-grace-hopper\n", 1)),
+    "change-runtime-image": (FLAME,
+                             edit.edit_text(FLAME, edit.set_image("gh200", "ghcr.io/urcf/pytorch:2.10.0-cuda13.0"))),
+    "rename-flavor": (FLAME,
+                      FLAME.replace("    arch: arm64\n", "    arch: arm64\n    flavor: gh200-grace-hopper\n", 1)),
     "tighten-contract": (FLAME, FLAME.replace("      maximum: 7d\n", "      maximum: 2d\n")
                          .replace("    finishedJobTTL: 7d\n", "    finishedJobTTL: 2d\n")
                          .replace("  deadline:\n    value: 1000\n    description: Runs for a paper or grant deadline; "
@@ -233,7 +236,8 @@ def test_cli_plan_with_out_under_a_missing_directory(tmp_path, monkeypatch):
     git("init", "-q")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "base")
-    inside = CliRunner().invoke(main, ["plan", "--inventory", str(inventory), "--out", str(tmp_path / "a" / "b" / "rendered")])
+    inside = CliRunner().invoke(main, ["plan", "--inventory", str(inventory),
+                                       "--out", str(tmp_path / "a" / "b" / "rendered")])
     assert inside.exit_code == 0, inside.output
     assert re.match(r"Plan: [1-9]\d* added, 0 changed, 0 removed", inside.output), inside.output
     outside = tmp_path.parent / f"{tmp_path.name}-not-a-repository"

@@ -28,7 +28,7 @@ import re
 import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from generator.versions import pin
 from tests.support.inventories import inventory as validated, variant
 from tests.support.registry import (HTTP_BLOCKLIST, LOCALHOST_REGISTRY, REGISTRY, REGISTRY_PASSWORD, REGISTRY_USER,
                                     with_test_registry)
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 HERE = REPO / "tests" / "policies"
 CASES_FILE = HERE / "cases.yaml"
@@ -68,7 +68,7 @@ POLICIES_FOR = {
 MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.DEFAULTS, kyverno.PROCESSES)
 
 
-@lru_cache(maxsize=None)
+@cache
 def policies_for(kind: str, inventory: str) -> tuple[str, ...]:
     """POLICIES_FOR[kind] that the inventory renders (trainjob-processes only where a class needs it)."""
     rendered = {policy["metadata"]["name"] for policy in kyverno.policies(load_inventory(INVENTORIES[inventory]))}

@@ -114,7 +114,8 @@ def baseline() -> Path:
     if "dir" not in _BASELINE:
         directory = Path(tempfile.mkdtemp(prefix="gpugen-property-baseline-", dir=SCRATCH))
         (directory / NAME).write_bytes(FLAME)
-        result = CliRunner().invoke(main, ["render", "--inventory", str(directory / NAME), "--out", str(directory / "out"),
+        result = CliRunner().invoke(main, ["render", "--inventory", str(directory / NAME),
+                                           "--out", str(directory / "out"),
                                            "--bootstrap-out", str(directory / "boot"),
                                            "--docs-out", str(directory / "docs" / "runtimes.md")])
         assert result.exit_code == 0, result.output

@@ -24,7 +24,7 @@ from simulation.prerequisites import unavailable
 from generator.inventory import InventoryInvalid, load_inventory_text
 from generator.inventory.quantity import MAX_QUANTITY, parse_quantity
 from generator.versions import pin
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 SOURCE = ORACLES / "quantity" / "main.go"
 
@@ -72,7 +72,8 @@ def parse_quantity_upstream(tmp_path_factory, apimachinery_version):
                         tmp_path_factory)
 
     def parse(inputs: list[str]) -> list[dict]:
-        done = subprocess.run([str(binary)], input=json.dumps(inputs), capture_output=True, text=True, timeout=ceiling(12))
+        done = subprocess.run([str(binary)], input=json.dumps(inputs), capture_output=True, text=True,
+                              timeout=ceiling(12))
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
@@ -114,7 +115,8 @@ def test_parser_agrees_with_apimachinery_parse_quantity(parse_quantity_upstream)
 
 def kueue_quantity_pattern() -> re.Pattern[str]:
     """The pattern the pinned Kueue ClusterQueue CRD puts on nominalQuota (tools/crds.sh)."""
-    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True, timeout=ceiling(60))
+    done = subprocess.run(["bash", str(REPO / "tools" / "crds.sh")], capture_output=True, text=True,
+                          timeout=ceiling(60))
     if done.returncode != 0:
         unavailable(f"tools/crds.sh could not assemble the pinned CRDs: {done.stderr.strip()[-300:]}")
     crd = yaml.safe_load((Path(done.stdout.strip()) / "kueue.x-k8s.io_clusterqueues.yaml").read_text())
@@ -167,8 +169,10 @@ def test_capacity_totals_keep_every_digit():
     """Two CPU quotas just under 2^63 each add up to 29 significant digits; one nano over the class's capacity is
     still oversubscribed (Decimal's default 28 digits would round the total down to the capacity)."""
     big = '"9223372036854775806"'
-    text = FLAME.replace("      cpu: 72\n", f"      cpu: {big}\n", 1).replace("        cpu: 36\n", f"        cpu: {big}\n", 1)
-    load_inventory_text(text.replace("        cpu: 36\n", f"        cpu: {big}\n", 1), "gpu_classes.yaml")  # at capacity
+    text = (FLAME.replace("      cpu: 72\n", f"      cpu: {big}\n", 1)
+            .replace("        cpu: 36\n", f"        cpu: {big}\n", 1))
+    at_capacity = text.replace("        cpu: 36\n", f"        cpu: {big}\n", 1)
+    load_inventory_text(at_capacity, "gpu_classes.yaml")
     over = text.replace("        cpu: 36\n", '        cpu: "9223372036854775806.000000001"\n', 1)
     assert "class gh200 cpu oversubscribed" in invalid(over)
 

@@ -28,7 +28,7 @@ def render(args, *extra):
 
 
 def test_two_renders_are_byte_identical(workspace, tmp_path):
-    inventory, out, boot, args = workspace
+    inventory, out, _, args = workspace
     assert render(args).exit_code == 0
     first = {k: v[0] for k, v in snapshot(out).items()}
     other = tmp_path / "again"
@@ -80,7 +80,7 @@ def test_changed_render_keeps_unchanged_files_as_they_were(workspace):
 
 
 def test_check_reports_added_changed_and_removed_files(workspace):
-    inventory, out, _, args = workspace
+    _, out, _, args = workspace
     assert render(args, "--check").exit_code == 1  # nothing rendered yet
     assert render(args).exit_code == 0
     assert render(args, "--check").exit_code == 0

@@ -53,7 +53,8 @@ def _identities(objects: list[dict], cluster: str | None) -> list[Identity]:
         out.append((cluster, obj["kind"], meta.get("namespace"), meta["name"]))
         if obj["kind"] == "ApplicationSet":
             template = obj["spec"]["template"]["metadata"]
-            out += [(cluster, "Application", template["namespace"], template["name"].replace("{{.cluster}}", element["cluster"]))
+            out += [(cluster, "Application", template["namespace"],
+                     template["name"].replace("{{.cluster}}", element["cluster"]))
                     for element in obj["spec"]["generators"][0]["list"]["elements"]]
     return out
 
@@ -119,7 +120,8 @@ def test_a_clusters_application_may_not_take_the_app_of_apps_name():
 
 
 def test_a_clusters_application_may_not_take_a_components_name():
-    data = edited(platform_data(), worker_named("kueue"), lambda d: d["cluster"]["gitops"].update(applicationName="hub"))
+    data = edited(platform_data(), worker_named("kueue"),
+                  lambda d: d["cluster"]["gitops"].update(applicationName="hub"))
     (problem,) = refused(data).problems
     assert (problem.line, problem.field) == (line_of(data, "  kueue:"), "clusters.kueue")
     assert problem.reason.startswith(
@@ -134,13 +136,15 @@ def test_the_gpugen_application_may_not_take_another_applications_name(suffix, o
     (problem,) = refused(data).problems
     assert (problem.line, problem.field) == (line_of(data, f"    applicationName: flame-{suffix}"),
                                              "cluster.gitops.applicationName")
-    assert problem.reason.startswith(f"the gpugen Application and {other} (inventory.yaml:{line_of(data, '  name: flame')}"
+    named = line_of(data, "  name: flame")
+    assert problem.reason.startswith(f"the gpugen Application and {other} (inventory.yaml:{named}"
                                      f":3) would both render Application argocd/flame-{suffix}")
 
 
 def test_a_name_free_because_the_component_is_adopted_is_not_refused():
     """No Kueue Application when the cluster already runs Kueue: its name is free for the gpugen Application."""
-    load_inventory_text(to_text(edited(flame_data(), lambda d: d["cluster"]["gitops"].update(applicationName="flame-kueue"),
+    load_inventory_text(to_text(edited(flame_data(),
+                                       lambda d: d["cluster"]["gitops"].update(applicationName="flame-kueue"),
                                        lambda d: d["cluster"]["components"]["kueue"].update(install=False,
                                                                                               existing=True))))
 
@@ -179,8 +183,9 @@ def test_the_cli_refuses_naming_both_lines_and_writes_nothing(tmp_path):
                                        "--bootstrap-out", str(tmp_path / "boot"), "--docs-out", str(tmp_path / "d.md")])
     assert result.exit_code == 2
     first, summary = result.stderr.splitlines()
-    assert re.fullmatch(rf"{re.escape(str(inventory))}:{line_of(data, '  platform:')}:3: clusters.platform: .* "
-                        rf"\({re.escape(str(inventory))}:{line_of(data, '  name: flame')}:3\) would both render .*", first)
+    path = re.escape(str(inventory))
+    assert re.fullmatch(rf"{path}:{line_of(data, '  platform:')}:3: clusters.platform: .* "
+                        rf"\({path}:{line_of(data, '  name: flame')}:3\) would both render .*", first)
     assert summary.endswith("1 problem(s); nothing written.")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu_classes.yaml"]
 

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -24,7 +24,7 @@ from generator.inventory import load_inventory
 from generator.report.prometheus_api import Prometheus
 from tests.support import INVENTORY, REPO
 from tests.support.report_example import FOREIGN_QUEUE, JOBS, T0, expected_hours, openmetrics, serving, window
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
 CSV_HEADER = ["period_start", "period_end", "step_seconds", "group", "class",
               "gpu_hours", "allocated_gpu_hours", "gpu_percent_of_allocation",
@@ -156,7 +156,7 @@ def test_progress_on_request(prometheus):
 
 @pytest.mark.tools
 def test_a_query_prometheus_refuses_is_named(prometheus):
-    period = parse_period("1h", None, "30s", datetime.fromtimestamp(T0 + 3600, timezone.utc))
+    period = parse_period("1h", None, "30s", datetime.fromtimestamp(T0 + 3600, UTC))
     with pytest.raises(PrometheusUnavailable) as error:
         list(Prometheus(prometheus).query_range("max by (", period))
     assert str(error.value).startswith(f"Prometheus at {prometheus} answered HTTP 400 Bad Request: ")

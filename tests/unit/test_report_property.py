@@ -19,7 +19,7 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from unittest import mock
@@ -33,9 +33,9 @@ from generator.report import prometheus_api
 from generator.report.usage import MAX_ANSWER_BYTES
 from generator.cli import main
 from tests.support import INVENTORY, REPO
-from simulation.waiting import ceiling  # noqa: E402
+from simulation.waiting import ceiling
 
-T0 = int(datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp())
+T0 = int(datetime(2026, 11, 30, tzinfo=UTC).timestamp())
 EXAMPLES = max(20, int(os.environ.get("GPUGEN_PROPERTY_EXAMPLES", "300")) // 4)
 # FLAME: both groups hold gh200 (flavor gh200); physics-lab is a queue the inventory does not name.
 GROUPS = ("vision-lab", "nlp-lab")
@@ -204,7 +204,7 @@ CORRUPTIONS = ["value", "time", "off-grid", "sample-shape", "series-field", "lab
 
 def window(hours: int) -> tuple[str, str]:
     def show(seconds: int) -> str:
-        return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return show(T0), show(T0 + hours * 3600)
 
 
@@ -292,7 +292,7 @@ def test_whatever_prometheus_answers_the_report_is_right_or_one_line(stand_in, t
 def test_nan_samples_are_refused_not_a_table_of_zeros(stand_in, tmp_path):
     url, answer_with = stand_in
     answer_with(serving([({"cluster_queue": group, "flavor": "gh200", "resource": resource},
-                          {t: "NaN" for t in range(T0, T0 + 3600, 30)})
+                          dict.fromkeys(range(T0, T0 + 3600, 30), "NaN"))
                          for group in GROUPS for resource in RESOURCES.values()]))
     result = run(url, tmp_path / "r.csv", "--from", *window(1)[:1], "--to", window(1)[1])
     one_line_refusal(result, 1, f"Prometheus at {url} answered a range query whose series ",
@@ -328,7 +328,7 @@ def test_an_answer_over_the_bound_is_the_servers_too_large_answer(stand_in, tmp_
 def test_the_samples_of_all_answers_are_bounded(stand_in, tmp_path):
     url, answer_with = stand_in
     answer_with(serving([({"cluster_queue": "vision-lab", "flavor": "gh200", "resource": "cpu"},
-                          {t: "1" for t in range(T0, T0 + 3600, 30)})]))
+                          dict.fromkeys(range(T0, T0 + 3600, 30), "1"))]))
     with mock.patch.object(prometheus_api, "MAX_SAMPLES", 100):
         result = run(url, tmp_path / "r.csv", "--from", window(1)[0], "--to", window(1)[1])
     one_line_refusal(result, 1, f"Prometheus at {url} answered more than 100 samples for the period, the most a "
@@ -410,9 +410,9 @@ def entry_point(url: str, out: Path, *args: str) -> subprocess.CompletedProcess:
 def test_the_entry_point_reports_hours(stand_in, tmp_path):
     url, answer_with = stand_in
     series = [({"cluster_queue": "vision-lab", "flavor": "gh200", "resource": "nvidia.com/gpu"},
-               {t: "1" for t in range(T0, T0 + 1800, 30)}),
+               dict.fromkeys(range(T0, T0 + 1800, 30), "1")),
               ({"cluster_queue": "nlp-lab", "flavor": "gh200", "resource": "cpu"},
-               {t: "36" for t in range(T0, T0 + 7200, 30)})]
+               dict.fromkeys(range(T0, T0 + 7200, 30), "36"))]
     answer_with(serving(series))
     done = entry_point(url, tmp_path / "r.csv", "--from", window(2)[0], "--to", window(2)[1])
     assert done.returncode == 0, done.stderr
@@ -437,7 +437,7 @@ def test_the_entry_point_refuses_on_one_line_within_its_memory_bound(stand_in, t
     done = entry_point(url, tmp_path / "r.csv", "--from", window(1)[0], "--to", window(1)[1])
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.splitlines()
-    assert line.startswith(f"gpugen report: ") and url in line and phrase in line, line
+    assert line.startswith("gpugen report: ") and url in line and phrase in line, line
     assert not (tmp_path / "r.csv").exists()
 
 

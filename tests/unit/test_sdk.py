@@ -71,9 +71,8 @@ def test_harness_can_fail_a_runtime_the_sdk_rejects():
     broken = copy.deepcopy(rendered_runtimes()[0])
     pod = broken["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod["containers"][0]["resources"] = {"limits": {"memory": "64Gi"}}
-    with trainer_client([broken], namespace="vision-lab") as (client, _):
-        with pytest.raises(Exception):
-            client.list_runtimes()
+    with trainer_client([broken], namespace="vision-lab") as (client, _), pytest.raises(Exception):
+        client.list_runtimes()
 
 
 def test_every_kind_of_class_is_asked_for_as_the_users_page_shows():

@@ -1,4 +1,5 @@
-"""A missing prerequisite raised anywhere (simulation.prerequisites.Unavailable) skips a test locally and fails it in CI."""
+"""A missing prerequisite raised anywhere (simulation.prerequisites.Unavailable) skips a test locally and fails it in
+CI."""
 
 from __future__ import annotations
 

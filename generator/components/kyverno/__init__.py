@@ -3,8 +3,8 @@ the cleanup controller that runs their DeletingPolicy."""
 
 from __future__ import annotations
 
-from generator.components.facts import (CRD, NAMESPACED_BASICS, RBAC_CLUSTER_KINDS, Chart, ChartDependency, ComponentFacts,
-                                        MetricsEndpoint, Process, Simulation, Tool)
+from generator.components.facts import (CRD, NAMESPACED_BASICS, RBAC_CLUSTER_KINDS, Chart, ChartDependency,
+                                        ComponentFacts, MetricsEndpoint, Process, Simulation, Tool)
 from generator.kinds import KYVERNO
 
 # Kyverno's http library refuses loopback and private addresses unless told otherwise (--httpBlocklist, or this

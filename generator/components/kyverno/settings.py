@@ -24,7 +24,8 @@ class PublicRegistry(Strict):
 
     # The anonymous token service its 401 answer names (WWW-Authenticate: Bearer realm="R",service="S"):
     # R?service=S. Unset: the registry serves public images without a token.
-    tokenService: Annotated[str, StringConstraints(pattern=r"^https?://[^\s?#/]+(/[^\s?#]*)?(\?[^\s#]*)?$")] | None = None
+    tokenService: Annotated[
+        str, StringConstraints(pattern=r"^https?://[^\s?#/]+(/[^\s?#]*)?(\?[^\s#]*)?$")] | None = None
     # The registry speaks plain HTTP: only for a registry on a trusted network.
     plainHTTP: bool = False
 

@@ -22,7 +22,8 @@ FACTS = ComponentFacts(
     release="kubeflow-trainer", wave="1", service_account="kubeflow-trainer-controller-manager",
     api_groups=(TRAINER,),
     crds=("manifests/base/crds/trainer.kubeflow.org_*.yaml",),
-    tools=(Tool("trainer", "github.com/kubeflow/trainer/v2", "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),),
+    tools=(Tool("trainer", "github.com/kubeflow/trainer/v2",
+                "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),),
     # Several clusters: on the manager too, whose webhook judges the researcher's TrainJob and whose controller
     # must leave a job MultiKueue manages alone.
     simulation=Simulation((Process("controller-manager", "trainer"),), roles=("manager", "worker")))
