@@ -101,7 +101,7 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and call.excinfo.errisinstance(Unavailable) and not os.environ.get("CI"):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")
-    if report.failed:
+    if report.outcome == "failed":
         dirs = _log_dirs(item)
         if dirs:
             report.sections.append((LOGS_TITLE, "".join(f"{LOGS_TITLE}: {d}\n" for d in dirs)))

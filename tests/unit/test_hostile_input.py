@@ -234,9 +234,9 @@ def test_line_breaks_and_controls_in_single_line_values_are_refused(needle, valu
 
 def test_trailing_newline_is_refused_by_the_patterns_too():
     """Belt and braces: the models' patterns match the whole string ($ alone accepts a final newline)."""
-    from generator.inventory import models
+    from generator.inventory import fields, models
 
-    for check, value in ((models._image, "ghcr.io/urcf/pytorch:2.9\n"), (models._label_value, "NVIDIA\n"),
+    for check, value in ((fields._image, "ghcr.io/urcf/pytorch:2.9\n"), (models._label_value, "NVIDIA\n"),
                          (models._label_key, "nvidia.com/gpu\n")):
         with pytest.raises(ValueError):
             check(value)

@@ -17,7 +17,7 @@ def report_for(error: BaseException, monkeypatch, ci: bool):
     else:
         monkeypatch.delenv("CI", raising=False)
     report = SimpleNamespace(outcome="failed", longrepr="traceback")
-    item = SimpleNamespace(path="tests/x.py", location=("tests/x.py", 7, "test_x"))
+    item = SimpleNamespace(path="tests/x.py", location=("tests/x.py", 7, "test_x"), stash={}, fixturenames=())
     call = SimpleNamespace(excinfo=pytest.ExceptionInfo.from_exception(error))
     wrapper = conftest.pytest_runtest_makereport(item, call)
     next(wrapper)
