@@ -90,7 +90,7 @@ def _kind_note(gpu_class: GpuClass) -> str:
 
 
 def _hardware(gpu_class: GpuClass) -> str:
-    """`nodes × units` of the runtime table, with the unit where it is not a whole NVIDIA GPU."""
+    """`nodes × units` of the runtime table, with the unit where it is not a whole NVIDIA GPU."""  # noqa: RUF002
     shown = f"{gpu_class.nodes} × {gpu_class.perNode.gpus}"
     if accelerators.resource(gpu_class) == accelerators.NVIDIA_GPU and not gpu_class.accelerator.unit:
         return shown
@@ -148,7 +148,8 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
         local_queue=DEFAULT_LOCAL_QUEUE,
         runtime_list=", ".join(f"`{runtime_name(name)}`" for name, _ in classes),
         where_jobs_run=_where_jobs_run(inventory),
-        runtime_table_head=("| runtime | GPU class | runs on cluster | CPU architecture | default image | nodes × GPUs |"
+        runtime_table_head=("| runtime | GPU class | runs on cluster | CPU architecture | default image | "
+                            "nodes × GPUs |"
                             "\n|---|---|---|---|---|---|") if several else
                            ("| runtime | GPU class | CPU architecture | default image | nodes × GPUs |"
                             "\n|---|---|---|---|---|"),
@@ -178,7 +179,8 @@ def _dashboards(inventory: Inventory) -> str:
     monitoring = inventory.cluster.monitoring
     if monitoring is None or not monitoring.dashboards:
         return ""
-    rows = "\n".join(f"| `{name}` | {grafana.group_title(inventory, name)} | `/d/{grafana.group_uid(inventory, name)}` |"
+    rows = "\n".join(f"| `{name}` | {grafana.group_title(inventory, name)} | "
+                     f"`/d/{grafana.group_uid(inventory, name)}` |"
                      for name in sorted(inventory.groups))
     return ("\n**Your group's dashboard.** The cluster's Grafana has one dashboard per research group: its GPUs, CPU "
             "and memory admitted on each class against its allocation and borrowing limit, its pending jobs and "

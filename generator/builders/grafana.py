@@ -141,7 +141,8 @@ def _evictions(cluster_queues: list[str]) -> str:
 
 
 def _pending(cluster_queues: list[str]) -> str:
-    selector = _selector("kueue_pending_workloads", _match("cluster_queue", promql_one_of(cluster_queues)), NOT_FOLLOWER)
+    selector = _selector("kueue_pending_workloads", _match("cluster_queue", promql_one_of(cluster_queues)),
+                         NOT_FOLLOWER)
     return f"max by (cluster_queue, status) ({selector})"
 
 

@@ -15,7 +15,8 @@ from generator.inventory.models import Allocation, GpuClass, Group, Inventory, P
 from generator.kinds import KUEUE, KUEUE_CONFIG
 from generator.inventory import accelerators
 from generator.inventory.contract import allocated_pods
-from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE, NAMESPACE_NAME_LABEL, flavor_name, research_namespaces)
+from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPU_CLASS_ANNOTATION, KUBERNETES_RESOURCE,
+                                        NAMESPACE_NAME_LABEL, flavor_name, research_namespaces)
 
 API_VERSION = KUEUE.api_version
 def covered_resources(inventory: Inventory, group: Group) -> list[str]:
@@ -39,7 +40,8 @@ def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) 
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceFlavor",
-        "metadata": metadata(inventory, flavor_name(class_name, gpu_class), annotations={GPU_CLASS_ANNOTATION: class_name}),
+        "metadata": metadata(inventory, flavor_name(class_name, gpu_class),
+                             annotations={GPU_CLASS_ANNOTATION: class_name}),
         "spec": spec,
     }
 
@@ -127,7 +129,8 @@ def workload_priority_class(inventory: Inventory, name: str, priority: Priority)
 
 
 def workload_priority_classes(inventory: Inventory) -> list[dict[str, Any]]:
-    return [workload_priority_class(inventory, name, priority) for name, priority in sorted(inventory.priorities.items())]
+    return [workload_priority_class(inventory, name, priority)
+            for name, priority in sorted(inventory.priorities.items())]
 
 
 def resource_flavors(inventory: Inventory) -> list[dict[str, Any]]:

@@ -30,8 +30,8 @@ The seed page promises things no runtime can enforce on its own; these policies 
 
 Each policy's CEL is a data file, kyverno_cel/<policy>.yaml, written as it is rendered: `$name` placeholders
 are filled with CEL literals of the named parameters (runtime names, architectures, claims, controller
-identities), so nothing but image metadata and the namespace's claims is looked up at admission. The tests parse every expression with
-cel-go's parser.
+identities), so nothing but image metadata and the namespace's claims is looked up at admission. The tests parse
+every expression with cel-go's parser.
 All policies share ONE namespaceSelector (the research namespaces by their API-server-set name label) and
 use no matchConditions, so Kyverno serves them all from one webhook per kind and failure policy: the
 namespace list is stored once per policy and once per webhook, and never enters a CEL expression.
@@ -57,7 +57,8 @@ from generator.inventory.models import Inventory
 from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
 from generator.inventory import accelerators, duration
 from generator.inventory.contract import JOB_LIMITS
-from generator.inventory.naming import (GPU_RESOURCE, NAMESPACE_NAME_LABEL, controller_identities, research_namespaces, runtime_name)
+from generator.inventory.naming import (GPU_RESOURCE, NAMESPACE_NAME_LABEL, controller_identities, research_namespaces,
+                                        runtime_name)
 
 API_VERSION = KYVERNO.api_version
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

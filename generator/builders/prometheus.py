@@ -164,7 +164,8 @@ def group_recording_rules(inventory: Inventory, group_name: str, group: Group) -
     for class_name, allocation in group.allocations.items():
         gpu_class = inventory.classes[class_name]
         labels = {"group": group_name, "class": class_name}
-        selector = (f"cluster_queue={promql_string(group_name)}, flavor={promql_string(flavor_name(class_name, gpu_class))}, "
+        selector = (f"cluster_queue={promql_string(group_name)}, "
+                    f"flavor={promql_string(flavor_name(class_name, gpu_class))}, "
                     f"resource={promql_string(accelerators.resource(gpu_class))}")
         rules.append({"record": GPUS_IN_USE, "expr": f"max({USAGE}{{{selector}}})", "labels": labels})
         rules.append({"record": ALLOCATED_GPUS,
@@ -244,7 +245,8 @@ def platform_alerts(inventory: Inventory) -> list[dict[str, Any]]:
         product = gpu_class.nodeSelector.get(inventory.cluster.gpuClassLabel)
         if product is not None:
             ready = (f"(sum(kube_node_status_condition{{condition=\"Ready\", status=\"true\"}} * on (node) "
-                     f"group_left () max by (node) (kube_node_labels{{{label}={promql_string(product)}}})) or vector(0))")
+                     f"group_left () max by (node) (kube_node_labels{{{label}={promql_string(product)}}})) "
+                     "or vector(0))")
             alerts.append(_alert(
                 "GPUClassNoReadyNodes", f"{ready} == 0", "5m", "critical",
                 f"No {class_name} node is Ready",

@@ -160,7 +160,8 @@ def kueue_visibility_auth_reader(inventory: Inventory) -> list[dict[str, Any]]:
         "kind": "RoleBinding",
         "metadata": metadata(inventory, "kueue-visibility-server-auth-reader", namespace=KUBE_SYSTEM),
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "extension-apiserver-authentication-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": COMPONENTS["kueue"].service_account, "namespace": kueue.namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": COMPONENTS["kueue"].service_account,
+                      "namespace": kueue.namespace}],
     }]
 
 

@@ -58,4 +58,5 @@ def cluster_training_runtime(inventory: Inventory, class_name: str, gpu_class: G
 
 
 def runtimes(inventory: Inventory) -> list[dict[str, Any]]:
-    return [cluster_training_runtime(inventory, name, gpu_class) for name, gpu_class in sorted(inventory.classes.items())]
+    return [cluster_training_runtime(inventory, name, gpu_class)
+            for name, gpu_class in sorted(inventory.classes.items())]

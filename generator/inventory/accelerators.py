@@ -5,8 +5,8 @@ report and the users' page read these facts from here.
 The resource names are the device plugins' own: NVIDIA's whole GPU `nvidia.com/gpu`; a MIG profile under the
 mixed strategy `nvidia.com/mig-<profile>` (the plugin writes a profile's `+` as `.`, so `1g.10gb+me` is
 `mig-1g.10gb.me`); a time-sliced GPU keeps `nvidia.com/gpu` or, renamed, `nvidia.com/gpu.shared`; AMD's
-`amd.com/gpu`; Intel Gaudi's `habana.ai/gaudi` (Gaudi 1, 2 and 3: the plugin advertises `habana.ai/<family>`). Any other valid extended resource name is a vendor gpugen knows
-nothing more about.
+`amd.com/gpu`; Intel Gaudi's `habana.ai/gaudi` (Gaudi 1, 2 and 3: the plugin advertises `habana.ai/<family>`). Any
+other valid extended resource name is a vendor gpugen knows nothing more about.
 """
 
 from __future__ import annotations

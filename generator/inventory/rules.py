@@ -112,7 +112,8 @@ def _check_cluster(inventory: Inventory) -> Iterator[Finding]:
             yield ("cluster", "cacheEnv"), f"{name} is missing: the runtimes must point it under {home}"
     for name, value in env.items():
         if not (value == home or value.startswith(home + "/")):
-            yield ("cluster", "cacheEnv", name), f"{value!r} is not under the home mount {home}: caches there do not survive pod restarts"
+            yield ("cluster", "cacheEnv", name), (
+                f"{value!r} is not under the home mount {home}: caches there do not survive pod restarts")
     if storage.workspace.mountPath == home:
         yield ("cluster", "storage", "workspace", "mountPath"), f"home and workspace cannot both mount at {home}"
     if storage.workspace.claimName == storage.home.claimName:
@@ -229,7 +230,8 @@ def _check_classes(inventory: Inventory) -> Iterator[Finding]:
                 f"{gpu_class.perNode.gpus} is not a whole number of GPUs shared {slicing.replicas} ways: perNode.gpus "
                 f"counts the time-slices a node advertises (its GPUs x {slicing.replicas})")
         if gpu_class.numNodes > gpu_class.nodes:
-            yield where + ("numNodes",), f"default numNodes {gpu_class.numNodes} exceeds the class's {gpu_class.nodes} nodes"
+            yield where + ("numNodes",), (
+                f"default numNodes {gpu_class.numNodes} exceeds the class's {gpu_class.nodes} nodes")
         # The class's nodeSelector and tolerations are its ResourceFlavor's nodeLabels and tolerations, and the
         # Kueue CRD holds at most FLAVOR_MAX_NODE_LABELS and FLAVOR_MAX_TOLERATIONS of them.
         if len(gpu_class.nodeSelector) > FLAVOR_MAX_NODE_LABELS:
@@ -253,7 +255,8 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
     # A namespace in two groups, or twice in one, would render its objects twice: _check_rendered_names.
     for name, group in inventory.groups.items():
         if not inventory.cluster.queueing.fairSharing and str(group.weight) != "1":
-            yield ("groups", name, "weight"), "a weight needs cluster.queueing.fairSharing: true (Kueue ignores it otherwise)"
+            yield ("groups", name, "weight"), (
+                "a weight needs cluster.queueing.fairSharing: true (Kueue ignores it otherwise)")
         if len(group.allocations) > CLUSTER_QUEUE_MAX_FLAVORS:
             yield ("groups", name, "allocations"), (
                 f"allocations on {len(group.allocations)} classes; the group's ClusterQueue lists each class's "
@@ -263,7 +266,8 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
         if len(kinds) + 3 > CLUSTER_QUEUE_MAX_RESOURCES:
             yield ("groups", name, "allocations"), (
                 f"allocations on classes of {len(kinds)} accelerator resources; the group's ClusterQueue covers "
-                f"each with cpu, memory and pods, and Kueue holds at most {CLUSTER_QUEUE_MAX_RESOURCES} resources there")
+                f"each with cpu, memory and pods, and Kueue holds at most {CLUSTER_QUEUE_MAX_RESOURCES} "
+                "resources there")
         for class_name, allocation in group.allocations.items():
             where = ("groups", name, "allocations", class_name)
             if class_name not in inventory.classes:
@@ -286,8 +290,8 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
         for index, namespace in enumerate(group.namespaces):
             if namespace in reserved:
                 yield ("groups", name, "namespaces", index), (
-                    f"namespace {namespace!r} belongs to the platform (system, component, Argo CD or monitoring namespaces: "
-                    f"{', '.join(sorted(reserved))}) and cannot be a research namespace")
+                    f"namespace {namespace!r} belongs to the platform (system, component, Argo CD or monitoring "
+                    f"namespaces: {', '.join(sorted(reserved))}) and cannot be a research namespace")
             elif namespace.startswith("kube-"):
                 yield ("groups", name, "namespaces", index), (
                     f"namespace {namespace!r}: the kube- prefix is reserved for Kubernetes' own namespaces")
@@ -298,7 +302,8 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
                 if other == name and identity in getattr(group.identities, kind)[:index]:
                     yield where, f"{kind[:-1]} {identity!r} is listed twice"
                 elif other != name:
-                    yield where, f"{kind[:-1]} {identity!r} already belongs to group {other!r}: an identity is in one group"
+                    yield where, (
+                        f"{kind[:-1]} {identity!r} already belongs to group {other!r}: an identity is in one group")
 
 
 def _check_derived_pods(allocation: Allocation, gpu_class, where) -> Iterator[Finding]:
@@ -329,7 +334,8 @@ def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) 
                 continue
             nominal = allocated_amount(allocation, resource, gpu_class)
             if parse_quantity(str(limit)) > nominal:
-                yield where + (kind, resource), f"lends {limit}, more than the nominal {resource} quota {_show(resource, nominal)}"
+                yield where + (kind, resource), (
+                    f"lends {limit}, more than the nominal {resource} quota {_show(resource, nominal)}")
 
 
 def _show(resource: str, value: Decimal) -> str:
@@ -402,7 +408,8 @@ def _check_priorities(inventory: Inventory) -> Iterator[Finding]:
                 yield where + ("priorities", index), f"priority {name!r} is listed twice"
             seen.add(name)
         if group.priorities == [] and inventory.priorities:
-            yield where + ("priorities",), "lists no priority: its jobs could not run at all (leave it out for every one)"
+            yield where + ("priorities",), (
+                "lists no priority: its jobs could not run at all (leave it out for every one)")
         if group.defaultPriority is not None and group.defaultPriority not in inventory.priorities:
             yield where + ("defaultPriority",), f"unknown priority {group.defaultPriority!r} (priorities: {known})"
             continue

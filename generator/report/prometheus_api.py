@@ -116,7 +116,8 @@ def _sample_problem(at: object, text: object, first: int, last: int, step: int) 
         return f"a sample value {shown(json.dumps(text))}, not a string"
     if not _DECIMAL.fullmatch(text):
         named = text.lstrip("+-").lower() in ("nan", "inf", "infinity")
-        return f"a sample value {shown(text)}, " + ("where Kueue's usage is a finite number" if named else "not a number")
+        return f"a sample value {shown(text)}, " + ("where Kueue's usage is a finite number" if named else
+                                                    "not a number")
     return f"a sample value {shown(text)}, where Kueue's usage is from 0 to 2^63"
 
 

@@ -155,8 +155,8 @@ from generator.builders import grafana
 print(json.dumps(grafana.dashboard_json(monitored({"dcgmExporter": True}, with_h100))))
 """
     for seed in ("1", "2"):
-        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=ceiling(12),
-                              env={**os.environ, "PYTHONHASHSEED": seed})
+        done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                              timeout=ceiling(12), env={**os.environ, "PYTHONHASHSEED": seed})
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == first
     for text in first.values():

@@ -48,14 +48,16 @@ VISION_GPUS = "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\
 
 CASES = [
     Case("component-off-without-existing-installation",
-         [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: false, namespace: kueue-system")],
+         [("    kueue: {install: true, namespace: kueue-system",
+           "    kueue: {install: false, namespace: kueue-system")],
          "kueue: {install: false", "cluster.components.kueue.install", r"no existing installation is declared"),
     Case("component-installed-and-existing",
          [("    jobset: {install: true, namespace", "    jobset: {install: true, existing: true, namespace")],
          "jobset: {install: true, existing", "cluster.components.jobset.existing", r"second one"),
     Case("yaml-syntax-error", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch: 2.9.1")], "image:", "(document)",
          r"YAML: mapping values are not allowed"),
-    Case("tab-indentation", [("    arch: arm64", "\tarch: arm64")], "\tarch", "(document)", r"YAML: found a tab character"),
+    Case("tab-indentation", [("    arch: arm64", "\tarch: arm64")], "\tarch", "(document)",
+         r"YAML: found a tab character"),
     Case("duplicate-key", [("    arch: arm64\n", "    arch: arm64\n    arch: amd64\n")], "arch: amd64", "(document)",
          r"duplicate key 'arch' \(first at line \d+"),
     Case("empty-file", [("", "")], "", "(document)", r"empty"),
@@ -92,12 +94,15 @@ CASES = [
          "groups.nlp-lab.allocations.gh200.memory", r"memory oversubscribed: .*1040G.*960G"),
     Case("duplicate-namespace", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, vision-lab]")], "[nlp-lab, vision-lab]",
          "groups.nlp-lab.namespaces[1]",
-         r"^group 'nlp-lab' and group 'vision-lab' \(\S+gpu_classes.yaml:\d+:\d+\) would both render Namespace vision-lab"),
+         r"^group 'nlp-lab' and group 'vision-lab' \(\S+gpu_classes.yaml:\d+:\d+\) would both render "
+         r"Namespace vision-lab"),
     Case("namespace-listed-twice", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, nlp-lab]")], "[nlp-lab, nlp-lab]",
          "groups.nlp-lab.namespaces[1]", r"^group 'nlp-lab' would render Namespace nlp-lab twice \(also from \S+:\d+:"),
     Case("two-classes-one-flavor",
-         [("\ngroups:\n", "  h100:\n    arch: amd64\n    nodeSelector: {nvidia.com/gpu.product: H100}\n    flavor: gh200\n"
-                          f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n\ngroups:\n")],
+         [("\ngroups:\n", "  h100:\n    arch: amd64\n    nodeSelector: {nvidia.com/gpu.product: H100}\n"
+                          "    flavor: gh200\n"
+                          f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n"
+                          "\ngroups:\n")],
          "flavor: gh200", "classes.h100.flavor", r"class 'h100' and class 'gh200' \(\S+:\d+:\d+\) would both render "
                                                  r"ResourceFlavor gh200"),
     Case("image-latest", [(GH200_IMAGE, "image: ghcr.io/urcf/pytorch:latest")], "pytorch:latest",
@@ -112,7 +117,8 @@ CASES = [
     Case("bad-arch", [("arch: arm64", "arch: aarch64")], "arch: aarch64", "classes.gh200.arch", r"'arm64' or 'amd64'"),
     Case("negative-gpus", [("        gpus: 1", "        gpus: -1")], "gpus: -1",
          "groups.vision-lab.allocations.gh200.gpus", r"greater than or equal to 0"),
-    Case("zero-nodes", [("    nodes: 2", "    nodes: 0")], "nodes: 0", "classes.gh200.nodes", r"greater than or equal to 1"),
+    Case("zero-nodes", [("    nodes: 2", "    nodes: 0")], "nodes: 0", "classes.gh200.nodes",
+         r"greater than or equal to 1"),
     Case("malformed-quantity", [("        memory: 240G", "        memory: 240 GB")], "240 GB",
          "groups.vision-lab.allocations.gh200.memory", r"not a Kubernetes quantity"),
     Case("cache-not-under-personal", [("HF_HOME: /personal/.cache/huggingface", "HF_HOME: /tmp/hf")], "HF_HOME",
@@ -123,19 +129,23 @@ CASES = [
          [("    namespaces: [vision-lab]\n    cohort: flame\n", "    namespaces: [vision-lab]\n"),
           ("        memory: 240G\n", "        memory: 240G\n        borrowingLimit: {gpus: 1}\n")],
          "borrowingLimit", "groups.vision-lab.allocations.gh200.borrowingLimit", r"needs the group to have a cohort"),
-    Case("lending-more-than-nominal", [("        memory: 240G\n", "        memory: 240G\n        lendingLimit: {gpus: 2}\n")],
+    Case("lending-more-than-nominal",
+         [("        memory: 240G\n", "        memory: 240G\n        lendingLimit: {gpus: 2}\n")],
          "lendingLimit", "groups.vision-lab.allocations.gh200.lendingLimit.gpus", r"more than the nominal"),
     Case("default-nodes-exceed-class", [("    numNodes: 1", "    numNodes: 3")], "numNodes: 3",
          "classes.gh200.numNodes", r"exceeds the class's 2 nodes"),
     # Accelerators other than whole NVIDIA GPUs: the class's resource, its unit, time-slicing, classes on one node pool.
-    Case("malformed-mig-profile", [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: nvidia.com/mig-1g10gb}}\n")],
+    Case("malformed-mig-profile",
+         [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: nvidia.com/mig-1g10gb}}\n")],
          "mig-1g10gb", "classes.gh200.accelerator.resource", r"'1g10gb' is not a MIG profile"),
-    Case("resource-without-domain", [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: gpu}}\n")],
+    Case("resource-without-domain",
+         [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: gpu}}\n")],
          "resource: gpu", "classes.gh200.accelerator.resource", r"has no domain"),
     Case("resource-not-a-qualified-name",
          [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: amd.com/gpu!}}\n")],
          "amd.com/gpu!", "classes.gh200.accelerator.resource", r"not an extended resource name"),
-    Case("resource-of-kubernetes", [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: kubernetes.io/gpu}}\n")],
+    Case("resource-of-kubernetes",
+         [(f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {{resource: kubernetes.io/gpu}}\n")],
          "kubernetes.io/gpu", "classes.gh200.accelerator.resource", r"Kubernetes' own"),
     Case("zero-units-per-node", [("      gpus: 1\n      cpu: 72", "      gpus: 0\n      cpu: 72")], "gpus: 0",
          "classes.gh200.perNode.gpus", r"greater than or equal to 1"),
@@ -153,22 +163,28 @@ CASES = [
          "      gpus: 1\n      cpu: 72", "classes.gh200.perNode.gpus", r"not a whole number of GPUs shared 4 ways"),
     Case("two-classes-same-nodes-same-resource",
          [("\ngroups:\n", "  h100:\n    arch: arm64\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
-                          f"    {GH200_IMAGE}\n    nodes: 2\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n\ngroups:\n")],
+                          f"    {GH200_IMAGE}\n    nodes: 2\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n"
+                          "\ngroups:\n")],
          "{nvidia.com/gpu.product: NVIDIA-GH200-480GB}", "classes.h100.nodeSelector.nvidia.com/gpu.product",
          r"already selects class 'gh200', which requests nvidia.com/gpu too"),
     Case("mig-classes-disagree-on-their-nodes",
-         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
+         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n"
+                          "    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
                           "    accelerator: {resource: nvidia.com/mig-1g.12gb}\n"
-                          f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 7, cpu: 72, memory: 480G}}\n\ngroups:\n")],
+                          f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 7, cpu: 72, memory: 480G}}\n"
+                          "\ngroups:\n")],
          "  gh200-mig:", "classes.gh200-mig", r"selects the nodes of class 'gh200' .* write the same nodes"),
     Case("mig-classes-share-the-nodes-cpu",
-         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
+         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n"
+                          "    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
                           "    accelerator: {resource: nvidia.com/mig-1g.12gb}\n"
-                          f"    {GH200_IMAGE}\n    nodes: 2\n    perNode: {{gpus: 7, cpu: 72, memory: 480G}}\n\ngroups:\n"),
+                          f"    {GH200_IMAGE}\n    nodes: 2\n    perNode: {{gpus: 7, cpu: 72, memory: 480G}}\n"
+                          "\ngroups:\n"),
           ("        memory: 240G\n  nlp-lab:", "        memory: 240G\n      gh200-mig: {gpus: 7, cpu: 73, memory: 0}\n"
                                               "  nlp-lab:")],
          "gh200-mig: {gpus: 7", "groups.vision-lab.allocations.gh200-mig.cpu",
-         r"the nodes of classes gh200, gh200-mig cpu oversubscribed: groups are allocated 145 \(vision-lab on gh200 36"),
+         r"the nodes of classes gh200, gh200-mig cpu oversubscribed: groups are allocated 145 "
+         r"\(vision-lab on gh200 36"),
     # Research groups' access and namespaces (issue 11).
     Case("identity-in-two-groups", [("        - oidc:nlp-lab\n", "        - oidc:vision-lab\n")], "- oidc:vision-lab",
          "groups.nlp-lab.identities.groups[0]", r"'oidc:vision-lab' already belongs to group 'vision-lab'",
@@ -176,7 +192,8 @@ CASES = [
     Case("user-in-two-groups",
          [("        - oidc:vision-lab\n", "        - oidc:vision-lab\n      users: [alice@example.org]\n"),
           ("        - oidc:nlp-lab\n", "        - oidc:nlp-lab\n      users: [bob@example.org, alice@example.org]\n")],
-         "alice@example.org", "groups.nlp-lab.identities.users[1]", r"user 'alice@example.org' already belongs to group 'vision-lab'",
+         "alice@example.org", "groups.nlp-lab.identities.users[1]",
+         r"user 'alice@example.org' already belongs to group 'vision-lab'",
          occurrence=2),
     Case("identity-listed-twice", [("        - oidc:nlp-lab\n", "        - oidc:nlp-lab\n        - oidc:nlp-lab\n")],
          "- oidc:nlp-lab", "groups.nlp-lab.identities.groups[1]", r"listed twice", occurrence=2),
@@ -186,13 +203,14 @@ CASES = [
          "groups.vision-lab.namespaces[0]", r"'kube-system' belongs to the platform"),
     Case("research-namespace-kube-prefix", [("namespaces: [vision-lab]", "namespaces: [kube-vision]")], "kube-vision",
          "groups.vision-lab.namespaces[0]", r"kube- prefix is reserved"),
-    Case("research-namespace-of-kueue", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, kueue-system]")], "nlp-lab, kueue-system]",
-         "groups.nlp-lab.namespaces[1]", r"'kueue-system' belongs to the platform"),
+    Case("research-namespace-of-kueue", [("[nlp-lab, nlp-lab-teaching]", "[nlp-lab, kueue-system]")],
+         "nlp-lab, kueue-system]", "groups.nlp-lab.namespaces[1]", r"'kueue-system' belongs to the platform"),
     Case("research-namespace-of-argo-cd", [("namespaces: [vision-lab]", "namespaces: [argocd]")], "[argocd]",
          "groups.vision-lab.namespaces[0]", r"'argocd' belongs to the platform"),
     # reserved_namespaces follows the inventory: Kueue moved into a namespace a group also lists.
     Case("research-namespace-of-a-moved-component",
-         [("    kueue: {install: true, namespace: kueue-system", "    kueue: {install: true, namespace: nlp-lab-teaching")],
+         [("    kueue: {install: true, namespace: kueue-system",
+           "    kueue: {install: true, namespace: nlp-lab-teaching")],
          "nlp-lab-teaching]", "groups.nlp-lab.namespaces[1]", r"'nlp-lab-teaching' belongs to the platform"),
     # Monitoring: the site's namespace is the platform's, its settings are checked field by field.
     Case("research-namespace-of-monitoring", [("namespaces: [vision-lab]", "namespaces: [monitoring]")],
@@ -249,10 +267,13 @@ CASES = [
          "classes.gh200.walltime.maximum", r"should match pattern"),
     Case("walltime-zero", [("      maximum: 7d\n", "      maximum: 0s\n")], "maximum: 0s",
          "classes.gh200.walltime.maximum", r"zero"),
-    Case("group-walltime-on-foreign-class", [("    cohort: flame\n", "    cohort: flame\n    walltime:\n      a100: {maximum: 1d}\n")],
+    Case("group-walltime-on-foreign-class",
+         [("    cohort: flame\n", "    cohort: flame\n    walltime:\n      a100: {maximum: 1d}\n")],
          "a100: {maximum", "groups.vision-lab.walltime.a100", r"no allocation on class 'a100'"),
-    Case("group-walltime-contradicts-class-default", [("    cohort: flame\n", "    cohort: flame\n    walltime:\n      gh200: {maximum: 12h}\n")],
-         "maximum: 12h", "groups.vision-lab.walltime.gh200.maximum", r"default walltime 1d on gh200 is longer than its maximum 12h"),
+    Case("group-walltime-contradicts-class-default",
+         [("    cohort: flame\n", "    cohort: flame\n    walltime:\n      gh200: {maximum: 12h}\n")],
+         "maximum: 12h", "groups.vision-lab.walltime.gh200.maximum",
+         r"default walltime 1d on gh200 is longer than its maximum 12h"),
     Case("gpus-beyond-int64", [(VISION_GPUS, VISION_GPUS.replace("gpus: 1", "gpus: 99999999999999999999999"))],
          "gpus: 9999", "groups.vision-lab.allocations.gh200.gpus", r"less than or equal to 9223372036854775807"),
     # Within capacity (the class has as many nodes), but the pods quota derived from the GPUs overflows int64.
@@ -278,7 +299,8 @@ CASES = [
          "tolerationSeconds", "classes.gh200.tolerations[0].tolerationSeconds", r"less than or equal to"),
     # 65 classes with an allocation each: more flavors than one ClusterQueue resource group holds.
     Case("allocations-over-kueue-flavor-limit",
-         [("\ngroups:\n", "".join(f"  c{i:02d}:\n    arch: arm64\n    nodeSelector:\n      nvidia.com/gpu.product: G{i}\n"
+         [("\ngroups:\n", "".join(f"  c{i:02d}:\n    arch: arm64\n    nodeSelector:\n"
+                                  f"      nvidia.com/gpu.product: G{i}\n"
                                   f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n"
                                   for i in range(64)) + "\ngroups:\n"),
           (VISION_GPUS, VISION_GPUS.replace("    allocations:\n", "    allocations:\n" + "".join(
@@ -287,7 +309,8 @@ CASES = [
     # 61 classes of a resource each beside gh200's: 62 accelerator resources, with cpu, memory and pods 65 covered
     # resources, more than one ClusterQueue resource group holds (within its 64 flavors).
     Case("covered-resources-over-kueue-limit",
-         [("\ngroups:\n", "".join(f"  n{i:02d}:\n    arch: amd64\n    nodeSelector:\n      nvidia.com/gpu.product: N{i}\n"
+         [("\ngroups:\n", "".join(f"  n{i:02d}:\n    arch: amd64\n    nodeSelector:\n"
+                                  f"      nvidia.com/gpu.product: N{i}\n"
                                   f"    accelerator: {{resource: example.com/npu-{i}}}\n"
                                   f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n"
                                   for i in range(61)) + "\ngroups:\n"),
@@ -448,7 +471,7 @@ def test_every_error_is_reported_not_just_the_first(rendered_workspace):
 def test_several_clusters_with_monitoring_are_refused_for_monitoring_alone(rendered_workspace):
     """FLAME's inventory spread over a manager and a worker breaks one rule only: monitoring is built for one
     cluster."""
-    root, inventory, args = rendered_workspace
+    _root, inventory, args = rendered_workspace
     text = edited(Case("", [CLUSTERS, ON_FLAME], "", "", ""))
     inventory.write_text(text, encoding="utf-8")
     result = CliRunner().invoke(main, args)

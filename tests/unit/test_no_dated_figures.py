@@ -46,7 +46,8 @@ def test_the_rule_catches_what_it_is_for(text: str) -> None:
     assert problems(text, dates_anywhere=True)
 
 
-@pytest.mark.parametrize("text", ["`--from 2026-11-01`", "starts on 1970-01-01 or later", "`sha256:" + "ab12" * 16 + "`", "at 1000000 objects",
-                                  "`deadbeefcafe`", "`python -c 'import pydantic, yaml, click'`"])
+@pytest.mark.parametrize("text", ["`--from 2026-11-01`", "starts on 1970-01-01 or later",
+                                  "`sha256:" + "ab12" * 16 + "`", "at 1000000 objects", "`deadbeefcafe`",
+                                  "`python -c 'import pydantic, yaml, click'`"])
 def test_the_rule_leaves_what_is_not_a_revision(text: str) -> None:
     assert not problems(text, dates_anywhere=False)

@@ -395,7 +395,8 @@ def trainer_crds() -> Path:
 def crds(trainer_crds) -> list[Path]:
     """The Trainer CRDs and JobSet's, from the pinned modules."""
     directory = module_dir("sigs.k8s.io/jobset", pin("JOBSET"))
-    jobset = directory / "config" / "components" / "crd" / "bases" / "jobset.x-k8s.io_jobsets.yaml" if directory else None
+    jobset = (directory / "config" / "components" / "crd" / "bases" / "jobset.x-k8s.io_jobsets.yaml"
+              if directory else None)
     if jobset is None or not jobset.is_file():
         message = f"the JobSet {pin('JOBSET')} CRD is not in the Go module cache (tools/module-dir.sh)"
         if os.environ.get("CI"):

@@ -29,7 +29,8 @@ READY = 'kube_node_status_condition{{node="{}", condition="Ready", status="true"
 GH200 = 'kube_node_labels{{node="{}", label_nvidia_com_gpu_product="NVIDIA-GH200-480GB"}}'
 USAGE = ('kueue_cluster_queue_resource_usage{{cluster_queue="{}", flavor="gh200", resource="nvidia.com/gpu", '
          'cohort="flame", replica_role="leader"}}')
-PENDING_GPUS = 'kueue_cluster_queue_resource_pending{{cluster_queue="{}", resource="nvidia.com/gpu", replica_role="leader"}}'
+PENDING_GPUS = ('kueue_cluster_queue_resource_pending{{cluster_queue="{}", resource="nvidia.com/gpu", '
+                'replica_role="leader"}}')
 PENDING = 'kueue_pending_workloads{{cluster_queue="{}", status="active", replica_role="leader"}}'
 EVICTED = ('kueue_evicted_workloads_total{{cluster_queue="{}", reason="PodsReadyTimeout", underlying_cause="", '
            'replica_role="leader"}}')

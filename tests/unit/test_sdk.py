@@ -71,7 +71,9 @@ def test_harness_can_fail_a_runtime_the_sdk_rejects():
     broken = copy.deepcopy(rendered_runtimes()[0])
     pod = broken["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod["containers"][0]["resources"] = {"limits": {"memory": "64Gi"}}
-    with trainer_client([broken], namespace="vision-lab") as (client, _), pytest.raises(Exception):
+    # kubeflow's get_container_devices raises a bare Exception, so its message is what identifies the failure.
+    with (trainer_client([broken], namespace="vision-lab") as (client, _),
+          pytest.raises(Exception, match="Unknown device type in the container resources")):
         client.list_runtimes()
 
 
