@@ -122,7 +122,8 @@ def main(argv: list[str]) -> int:
     print(f"start (MultiKueue connected): median {statistics.median(starts):.1f}s over {args.runs} runs; "
           f"peak RSS median {statistics.median(peaks) / 1000:.2f} GB")
     lines = [conditions(load_at_start), "",
-             f"{args.runs} start(s), medians; memory sampled every 0.5 s over the start and {args.hold:.0f} s after.", "",
+             f"{args.runs} start(s), medians; memory sampled every 0.5 s over the start and {args.hold:.0f} s after.",
+             "",
              "| figure | value |", "|---|---:|"]
     lines += [f"| {'MultiKueue connected' if phase == 'connected' else phase + ' ready'} at | "
               f"{median([t[phase] for t in all_timings if phase in t]):.1f} s |" for phase in all_timings[0]]

@@ -36,7 +36,7 @@ BEGIN, END = "<!-- flame_start -->", "<!-- /flame_start -->"
 
 def _time(text: str) -> datetime.datetime:
     """An RFC 3339 timestamp, as Argo CD logs and the API server stamps them."""
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return datetime.datetime.fromisoformat(text)
 
 
 def _at(entry: dict) -> datetime.datetime:
@@ -58,7 +58,7 @@ def application_timeline(controller_log: pathlib.Path) -> dict[str, tuple[float,
             continue
         if message.startswith("Initiated automated sync"):
             began.setdefault(app, _at(entry))
-        elif message.endswith("-> Synced") or message.endswith("-> Healthy"):
+        elif message.endswith(("-> Synced", "-> Healthy")):
             settled[app] = max(settled.get(app, _at(entry)), _at(entry))
     if not began:
         return {}

@@ -46,15 +46,14 @@ def many_nodes() -> str:
 
 def group_with_namespaces(count: int, identities: int = 1) -> str:
     names = ", ".join(f"ns-{i}" for i in range(count))
-    ids = ", ".join(f"oidc:g{i}" for i in range(identities))
     lines = []
     for line in FLAME.splitlines():
         if line.strip().startswith("namespaces: [vision-lab]"):
             line = line.replace("[vision-lab]", f"[{names}]")
         lines.append(line)
     text = "\n".join(lines) + "\n"
-    return text.replace("        - oidc:vision-lab\n", "".join(f"        - oidc:g{i}\n" for i in range(identities)), 1) \
-        if identities > 1 else text
+    return (text.replace("        - oidc:vision-lab\n", "".join(f"        - oidc:g{i}\n" for i in range(identities)), 1)
+            if identities > 1 else text)
 
 
 def cases(work: Path) -> list[tuple[str, str, str]]:
@@ -68,7 +67,8 @@ def cases(work: Path) -> list[tuple[str, str, str]]:
     groups = (entries - 64) // 4 - 20
     return [
         ("flame", "the committed inventory", put("flame", FLAME)),
-        ("national", "64 classes x 2,000 groups x 3 namespaces (0.8 MB)", put("national", synth.to_yaml(synth.build(64, 2000, 3)))),
+        ("national", "64 classes x 2,000 groups x 3 namespaces (0.8 MB)",
+         put("national", synth.to_yaml(synth.build(64, 2000, 3)))),
         ("largest-accepted", f"64 classes x {groups:,} groups x 3 namespaces, just under MAX_ENTRIES ({entries:,})",
          put("largest", synth.to_yaml(synth.build(64, groups, 3)))),
         ("namespaces-in-one-group", f"{entries - 100:,} namespaces in one group",
@@ -76,10 +76,13 @@ def cases(work: Path) -> list[tuple[str, str, str]]:
         ("namespaces-x-identities", "2,000 namespaces x 1,000 identities in one group (RoleBinding subjects multiply)",
          put("product", group_with_namespaces(2000, 1000))),
         ("alias-bomb", "9^12 nodes through 12 levels of aliases", put("bomb", alias_bomb())),
-        ("deep-nesting", "100,000 nested flow sequences", put("deep", FLAME + "x: " + "[" * 100_000 + "]" * 100_000 + "\n")),
-        ("max-nodes", f"{reading.MAX_INPUT_BYTES // 2:,} one-letter scalars in one flow sequence", put("nodes", many_nodes())),
+        ("deep-nesting", "100,000 nested flow sequences",
+         put("deep", FLAME + "x: " + "[" * 100_000 + "]" * 100_000 + "\n")),
+        ("max-nodes", f"{reading.MAX_INPUT_BYTES // 2:,} one-letter scalars in one flow sequence",
+         put("nodes", many_nodes())),
         ("long-description", "a 4 MB description", put("description", FLAME.replace(
-            "description: NVIDIA", "description: " + "x" * (reading.MAX_INPUT_BYTES - len(FLAME) - 100) + " NVIDIA", 1))),
+            "description: NVIDIA",
+            "description: " + "x" * (reading.MAX_INPUT_BYTES - len(FLAME) - 100) + " NVIDIA", 1))),
         ("dev-zero", "/dev/zero as the inventory", "/dev/zero"),
     ]
 
@@ -109,8 +112,8 @@ def table(results: list[tuple[str, str, dict]]) -> str:
     for name, what, r in results:
         over = " **over**" if r["rss_mb"] > MEMORY_BOUND_MB or r["cpu"] > TIME_BOUND_S else ""
         message = r["stderr"].split(": ", 1)[-1][:110].replace("|", "\\|")
-        rows.append(f"| {name}{over} | {what} | {r['exit']} | {r['files']:,} | {r['wall']:.2f} s | {r['cpu']:.2f} s ({r['user']:.2f} + {r['sys']:.2f}) | "
-                    f"{r['rss_mb']:.0f} MB | {message} |")
+        rows.append(f"| {name}{over} | {what} | {r['exit']} | {r['files']:,} | {r['wall']:.2f} s | "
+                    f"{r['cpu']:.2f} s ({r['user']:.2f} + {r['sys']:.2f}) | {r['rss_mb']:.0f} MB | {message} |")
     return "\n".join(rows)
 
 
@@ -138,8 +141,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gpugen-hostile-"))
     try:
         results = []
-        made = subprocess.run([sys.executable, "-m", "benchmarks.hostile", "--make", str(work)], capture_output=True, text=True,
-                              check=True, cwd=REPO)
+        made = subprocess.run([sys.executable, "-m", "benchmarks.hostile", "--make", str(work)], capture_output=True,
+                              text=True, check=True, cwd=REPO)
         for name, what, inventory in json.loads(made.stdout):
             result = measure(inventory, work, name)
             results.append((name, what, result))

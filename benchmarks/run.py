@@ -14,6 +14,7 @@ nothing in the repository is ever written. Figures are medians over repetitions;
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -31,10 +32,10 @@ from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 from tests.support import synth
 
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 PYTHON = sys.executable
 KUBECTL = os.environ.get("KUBECTL", "/usr/bin/kubectl")
 README = HERE / "README.md"
@@ -144,8 +145,7 @@ class Renderer:
         help_text = subprocess.run([PYTHON, "-m", "generator", "render", "--help"], cwd=REPO, check=True,
                                    capture_output=True, text=True).stdout
         # Options that name where something is written: --out DIRECTORY, --bootstrap-out DIRECTORY, --docs-out FILE...
-        self.outputs = {option: metavar for option, metavar in re.findall(r"(--[a-z-]*out)\s+(DIRECTORY|FILE|PATH)",
-                                                                          help_text)}
+        self.outputs = dict(re.findall(r"(--[a-z-]*out)\s+(DIRECTORY|FILE|PATH)", help_text))
         if "--out" not in self.outputs:
             raise RuntimeError(f"`render --help` names no --out option:\n{help_text}")
 
@@ -330,7 +330,7 @@ def measure_scale(renderer: Renderer, label: str, inventory: Path, work: Path, r
     tmpfs = tmpfs_renders(inventory, renderer, reps, log)
     outputs = list(renderer.paths(tree).values())
     noops, touches = [], {}
-    for rep in range(reps):
+    for _ in range(reps):
         settle()
         before = snapshot(outputs)
         result = renderer.render(inventory, tree)
@@ -526,7 +526,8 @@ def machine() -> dict[str, str]:
         pass
     memory = "unknown"
     try:
-        kib = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal")).split()[1])
         memory = f"{kib / 1024 / 1024:.1f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
@@ -542,7 +543,7 @@ def machine() -> dict[str, str]:
         "memory": memory,
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "libraries": libs,
-        "kubectl": " / ".join(l.strip() for l in kubectl.splitlines() if l.strip()),
+        "kubectl": " / ".join(line.strip() for line in kubectl.splitlines() if line.strip()),
         "kernel": platform.release(),
     }
 
@@ -578,45 +579,52 @@ def report(results: dict) -> str:
         lines.append(f"| {label} | "
                      f"{median(values) * 1000:.0f} ms | {min(values) * 1000:.0f} ms | {max(values) * 1000:.0f} ms |")
     tops = sorted({m.split(".")[0] for m in results.get("loaded_modules", [])})
-    lines += ["", f"{AS_LOADED[0].upper() + AS_LOADED[1:]}: `import` of each of the {len(results.get('loaded_modules', []))} modules of "
+    lines += ["", f"{AS_LOADED[0].upper() + AS_LOADED[1:]}: `import` of each of the "
+              f"{len(results.get('loaded_modules', []))} modules of "
               f"{', '.join(LIBRARIES)} that `python -X importtime` shows a FLAME render loading (packages: "
               f"{', '.join(tops)}).", ""]
 
     scales: list[ScaleResult] = results["scales"]
     lines += ["### Render vs. `kubectl kustomize` over the same tree", "",
-              "Render: cold (into a fresh directory), median of the repetitions (min–max); no-op: the same render again. "
+              "Render: cold (into a fresh directory), median of the repetitions (min–max); "
+              "no-op: the same render again. "
               "kustomize: median of its runs (repeated only while they stay short).", "",
-              "Render on tmpfs: the same cold render with its outputs on /dev/shm instead of the VM's disk (diagnostic: "
+              "Render on tmpfs: the same cold render with its outputs on /dev/shm instead of the VM's disk "
+              "(diagnostic: "
               "what the generator costs without the disk; the targets use the render column).", "",
-              "| classes × groups × ns | inventory | objects | files | bytes written | render | render on tmpfs | peak RSS | "
+              "| classes × groups × ns | inventory | objects | files | bytes written | render | render on tmpfs | "
+              "peak RSS | "
               "no-op re-render | files touched by no-op | kubectl kustomize | kustomize RSS | render / kustomize | "
               "render after a one-group edit (files touched) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in scales:
-        touched_total = s.noop_touched.get("changed", 0) + s.noop_touched.get("added", 0) + s.noop_touched.get("removed", 0)
+        touched_total = (s.noop_touched.get("changed", 0) + s.noop_touched.get("added", 0)
+                         + s.noop_touched.get("removed", 0))
         lines.append(
             f"| {s.label} | {s.inventory_bytes / 1e3:.0f} kB | {s.stats.objects:,} | {s.stats.files:,} | "
-            f"{s.stats.bytes / 1e6:.2f} MB | {spread(s.render_runs)} | {spread(s.tmpfs_runs)} | {s.rss:.0f} MB | {median(s.noop_runs):.2f} s | "
-            f"{touched_total} | {s.kustomize:.2f} s (n={len(s.kustomize_runs)}) | {max(s.kustomize_rss_mb):.0f} MB | "
-            f"{s.render / s.kustomize:.2f} | {s.edit_seconds:.2f} s ({sum(s.edit_touched.get(k, 0) for k in ('changed', 'added', 'removed')):,}) |")
+            f"{s.stats.bytes / 1e6:.2f} MB | {spread(s.render_runs)} | {spread(s.tmpfs_runs)} | {s.rss:.0f} MB | "
+            f"{median(s.noop_runs):.2f} s | {touched_total} | {s.kustomize:.2f} s (n={len(s.kustomize_runs)}) | "
+            f"{max(s.kustomize_rss_mb):.0f} MB | {s.render / s.kustomize:.2f} | {s.edit_seconds:.2f} s "
+            f"({sum(s.edit_touched.get(k, 0) for k in ('changed', 'added', 'removed')):,}) |")
     lines.append("")
 
     series = [s for s in scales if s.label != "FLAME"]
     series.sort(key=lambda s: (s.classes, s.namespaces, s.groups))
     steps = []
-    for a, b in zip(series, series[1:]):
+    for a, b in itertools.pairwise(series):
         if (a.classes, a.namespaces) == (b.classes, b.namespaces) and b.groups == 2 * a.groups:
             steps.append((a, b))
     if steps:
         lines += ["### Doubling series", "",
-                  "| step (groups) | render t(2N)/t(N) | (render − import-only time) ratio | render on tmpfs t(2N)/t(N) | "
+                  "| step (groups) | render t(2N)/t(N) | (render − import-only time) ratio | "
+                  "render on tmpfs t(2N)/t(N) | "
                   "kustomize t(2N)/t(N) |", "|---|---:|---:|---:|---:|"]
         floor = median(base[AS_LOADED])
         for a, b in steps:
             marginal = (b.render - floor) / (a.render - floor) if a.render > floor else float("nan")
             tmpfs_ratio = median(b.tmpfs_runs) / median(a.tmpfs_runs) if a.tmpfs_runs and b.tmpfs_runs else float("nan")
-            lines.append(f"| {a.groups} → {b.groups} | {b.render / a.render:.2f} | {marginal:.2f} | {tmpfs_ratio:.2f} | "
-                         f"{b.kustomize / a.kustomize:.2f} |")
+            lines.append(f"| {a.groups} → {b.groups} | {b.render / a.render:.2f} | {marginal:.2f} | "
+                         f"{tmpfs_ratio:.2f} | {b.kustomize / a.kustomize:.2f} |")
         lines.append("")
 
     largest = max(series, key=lambda s: (s.classes * s.groups * s.namespaces)) if series else None
@@ -695,7 +703,8 @@ def report(results: dict) -> str:
 
 
 def write_readme(text: str, begin: str = BEGIN, end: str = END) -> None:
-    """Replace the section of benchmarks/README.md between the markers `begin` and `end` (each benchmark has its own)."""
+    """Replace the section of benchmarks/README.md between the markers `begin` and `end` (each benchmark has its
+    own)."""
     content = README.read_text(encoding="utf-8")
     if begin not in content or end not in content:
         raise SystemExit(f"{README} has no {begin} ... {end} section")
@@ -723,7 +732,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the raw results as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--settle-start", type=float, default=SETTLE_START_SECONDS,
-                        help=f"seconds to wait after a sync before the first measurement (default {SETTLE_START_SECONDS})")
+                        help="seconds to wait after a sync before the first measurement "
+                             f"(default {SETTLE_START_SECONDS})")
     args = parser.parse_args(argv)
     reps = args.reps or (2 if args.quick else 5)
     baseline_reps = args.baseline_reps or (3 if args.quick else 15)
@@ -781,7 +791,8 @@ def main(argv: list[str] | None = None) -> int:
         text = report(results)
         print(text)
         if results.get("profile"):
-            print("\n### cProfile of the largest render (cumulative)\n\n```\n" + results["profile"]["cprofile"]["cumulative"]
+            print("\n### cProfile of the largest render (cumulative)\n\n```\n"
+                  + results["profile"]["cprofile"]["cumulative"]
                   + "\n```\n\n### cProfile (tottime)\n\n```\n" + results["profile"]["cprofile"]["tottime"] + "\n```")
         if args.write_readme:
             write_readme(text)

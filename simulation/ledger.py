@@ -34,7 +34,7 @@ class Spell:
 
 
 def _time(stamp: str) -> float:
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return datetime.datetime.fromisoformat(stamp).timestamp()
 
 
 def _condition(workload: dict, kind: str) -> dict | None:
@@ -96,7 +96,8 @@ class WorkloadLedger:
                 spell = self._open.get(uid)
                 if holding and spell is None:
                     spell = Spell(w["metadata"]["namespace"], w["metadata"]["name"],
-                                  w["status"]["admission"]["clusterQueue"], _gpus(w, self.resources), _time(reserved["lastTransitionTime"]))
+                                  w["status"]["admission"]["clusterQueue"], _gpus(w, self.resources),
+                                  _time(reserved["lastTransitionTime"]))
                     self._open[uid] = spell
                     self.spells.append(spell)
                 elif not holding and spell is not None:
