@@ -22,11 +22,11 @@ import tempfile
 import threading
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from benchmarks.run import conditions, median, write_readme
+from simulation import several_clusters
+from tests.support.inventories import platform_data, to_text
 
-from benchmarks.run import conditions, median, write_readme  # noqa: E402
-from simulation import several_clusters  # noqa: E402
-from tests.support.inventories import platform_data, to_text  # noqa: E402
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 BEGIN, END = "<!-- clusters_start -->", "<!-- /clusters_start -->"
