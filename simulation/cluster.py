@@ -212,15 +212,24 @@ def node(name: str, labels: dict, allocatable: dict, arch: str) -> dict:
 
 
 def inventory_nodes(inventory) -> list[dict]:
-    """One KWOK node per node of each inventory class (its nodeSelector labels, arch and per-node allocatable),
-    and one CPU-only amd64 node."""
-    nodes = []
+    """One KWOK node per node of each inventory class (its nodeSelector labels, arch and per-node allocatable, the
+    class's accelerator resource as its device plugin advertises it), and one CPU-only amd64 node. Classes with
+    the same nodeSelector share their nodes (MIG's mixed strategy: one A100 node advertises each profile), so
+    those nodes advertise each such class's resource, and are named after the selector's values."""
+    pools: dict[tuple, list] = {}
     for class_name, gpu_class in inventory.classes.items():
-        per = gpu_class.perNode
-        allocatable = {"cpu": str(per.cpu), "memory": str(per.memory), "nvidia.com/gpu": str(per.gpus),
-                       "pods": str(per.pods), "ephemeral-storage": "1Ti"}
-        for i in range(gpu_class.nodes):
-            nodes.append(node(f"{class_name}-{i}", dict(gpu_class.nodeSelector), allocatable, gpu_class.arch))
+        pools.setdefault(tuple(sorted(gpu_class.nodeSelector.items())), []).append((class_name, gpu_class))
+    nodes = []
+    for selector, classes in pools.items():
+        first = classes[0][1]
+        per = first.perNode
+        allocatable = {"cpu": str(per.cpu), "memory": str(per.memory)}
+        for _, gpu_class in classes:
+            allocatable[gpu_class.accelerator.resource] = str(gpu_class.perNode.gpus)
+        allocatable |= {"pods": str(per.pods), "ephemeral-storage": "1Ti"}
+        prefix = classes[0][0] if len(classes) == 1 else "-".join(value for _, value in selector)
+        for i in range(max(gpu_class.nodes for _, gpu_class in classes)):
+            nodes.append(node(f"{prefix}-{i}", dict(first.nodeSelector), allocatable, first.arch))
     nodes.append(node(CPU_NODE, {}, {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "1Ti"},
                       "amd64"))
     return nodes

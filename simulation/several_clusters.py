@@ -56,6 +56,7 @@ IP_BLOCK = 1000
 # Seconds a step of bringing up the clusters usually takes (simulation/waiting.py bounds the waits on it).
 USUAL = 30.0
 KUEUE = "kueue.x-k8s.io/v1beta2"
+HELM_HOOK = "helm.sh/hook"
 
 
 @dataclasses.dataclass
@@ -155,7 +156,10 @@ def node_inventory(inventory, role: str):
 def sync_chart(admin_kube, app: dict, run: bool, tree: list[dict], log):
     """The component Application's chart in Argo CD's order, as the model syncs it; only its CRDs where the
     component does not run (for TREE_CRDS_ONLY, those of the kinds in `tree`)."""
-    objects = chart_objects(app)
+    # Helm hooks are left out: Argo CD skips test and pre-delete hooks, and the one it would run (Kyverno's
+    # post-upgrade migration, a PostSync hook) has nothing to migrate on a fresh install. Only Kyverno's chart has
+    # hooks, and only simulation/accelerator_cluster.py runs it here.
+    objects = [o for o in chart_objects(app) if HELM_HOOK not in o["metadata"].get("annotations", {})]
     if not run:
         objects = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
         if app["metadata"]["labels"][COMPONENT_LABEL] in TREE_CRDS_ONLY:
