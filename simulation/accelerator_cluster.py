@@ -39,6 +39,10 @@ from simulation.processes import ComponentFailed, Processes
 from simulation.prometheus import SitePrometheus, start_prometheus
 from simulation.several_clusters import ALL_TOOLS, USUAL, sync_chart, wait_deployments
 
+# Seconds a Job's pod runs before KWOK completes it: over two of the inventory's scrape intervals (15 s), so that
+# Prometheus sees every job's quota held, and `gpugen report` can be held to the ledger.
+JOB_SECONDS = 32.0
+
 
 @dataclasses.dataclass
 class AcceleratorCluster:
@@ -102,7 +106,8 @@ def start_accelerator_cluster(work: pathlib.Path, inventory_file: pathlib.Path, 
     net = runtime = ledger = None
     try:
         net = PodNetwork.start(work)
-        k8s = start_kubernetes(work, procs, inventory, pod_runtime_namespaces=namespaces, netns=net)
+        k8s = start_kubernetes(work, procs, inventory, pod_runtime_namespaces=namespaces, netns=net,
+                               job_seconds=JOB_SECONDS)
         admin = Client.from_kube(k8s.plane.kube)
         runtime = PodRuntime(admin, k8s.plane, work, namespaces, containers, NOT_RUN, procs, net, log)
         runtime.start()
