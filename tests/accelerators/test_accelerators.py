@@ -11,12 +11,13 @@ the trainjob-processes policy set), Kyverno's refusals, and `gpugen report` over
 Kueue's Workloads.
 
 Every job is submitted at once (each fits its group's quota; the plain Gaudi Job waits for the Gaudi TrainJob's
-whole node), then each class's verdict is its own test.
+whole node) and watched while the refusals are tried; then each class's verdicts are tests of their own.
 """
 from __future__ import annotations
 
 import csv
 import io
+import threading
 import time
 
 import pytest
@@ -123,9 +124,9 @@ def class_nodes(cluster, class_name: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def submitted(cluster):
-    """Every class's TrainJob (through the SDK, as GROUP's researcher) and plain Job (as the group's researcher
-    too), submitted together; returned once every one has run to its end. Per class: the TrainJob's namespace and
-    name, its Workload and pods as they were while it ran; the plain Job's namespace, name and Workload."""
+    """Every class's TrainJob (through the SDK, as GROUP's researcher) and plain Job (as a researcher of the group in
+    PLAIN_JOB_GROUP), submitted together and watched from a thread while the refusal tests run beside them. Per
+    class: the TrainJob's and the plain Job's namespace and name."""
     jobs = {}
     for class_name, (key, units) in SDK_REQUESTS.items():
         jobs[class_name] = {"trainjob": (cluster.researchers[GROUP].namespaces[0],
@@ -135,32 +136,72 @@ def submitted(cluster):
         name = f"plain-{class_name}"
         researcher.client.create(plain_job(cluster, researcher.namespaces[0], name, class_name))
         jobs[class_name]["job"] = (researcher.namespaces[0], name)
-    admin = cluster.admin
-    seen: dict[tuple, dict] = {}  # (class, kind) -> {"workload": ..., "pods": [...]} while admitted and running
+    watch = Watch(cluster.admin, jobs)
+    watch.start()
+    yield watch
+    watch.stop()
 
-    def observe():
-        cluster.check_running()
+
+class Watch:
+    """Each job's Workload and pods as they were while it held its quota and its pods ran on their nodes
+    (`seen`, by (class, "trainjob" or "job")), until every Workload has Finished (`done`)."""
+
+    def __init__(self, admin: Client, jobs: dict):
+        self.admin, self.jobs = admin, jobs
+        self.seen: dict[tuple, dict] = {}
+        self.done = False
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="accelerator-jobs", daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self):
+        while not self._stop.wait(1):
+            try:
+                self.done = self._observe()
+            except Exception as e:  # noqa: BLE001 - handed to the test that waits on it
+                self.error = e
+            if self.done:
+                return
+
+    def _observe(self) -> bool:
         done = True
-        for class_name, entry in jobs.items():
+        for class_name, entry in self.jobs.items():
             for kind, owner in (("trainjob", "TrainJob"), ("job", "Job")):
                 namespace, name = entry[kind]
-                wl = workload_of(admin, namespace, owner, name)
+                wl = workload_of(self.admin, namespace, owner, name)
                 if wl is None:
                     done = False
                     continue
                 selector = (f"jobset.sigs.k8s.io/jobset-name={name}" if kind == "trainjob"
                             else f"batch.kubernetes.io/job-name={name}")
-                pods = [p for p in admin.list("v1", "Pod", namespace, selector=selector)
+                pods = [p for p in self.admin.list("v1", "Pod", namespace, selector=selector)
                         if p["spec"].get("nodeName") and p.get("status", {}).get("phase") in ("Running", "Succeeded")]
                 if pods and conditions(wl).get("QuotaReserved", {}).get("status") == "True":
-                    seen.setdefault((class_name, kind), {"workload": wl, "pods": pods})
+                    self.seen.setdefault((class_name, kind), {"workload": wl, "pods": pods})
                 if conditions(wl).get("Finished", {}).get("status") != "True":
                     done = False
         return done
+
+
+@pytest.fixture(scope="module")
+def finished(cluster, submitted):
+    """`submitted` once every job of every class has run to its end: (jobs, seen)."""
+    def done():
+        cluster.check_running()
+        if submitted.error is not None:
+            raise submitted.error
+        return submitted.done
     # Each job runs the cluster's Job pod time; the plain Gaudi Job waits for the Gaudi TrainJob's node.
-    poll(observe, 2 * USUAL + 2 * accelerator_cluster.JOB_SECONDS, "every TrainJob and Job of every class finished",
+    poll(done, 2 * USUAL + 2 * accelerator_cluster.JOB_SECONDS, "every TrainJob and Job of every class finished",
          interval=1)
-    return jobs, seen
+    return submitted.jobs, submitted.seen
 
 
 CLASSES = list(SDK_REQUESTS)
@@ -180,14 +221,40 @@ def test_nodes_advertise_each_class_resource_as_its_device_plugin(cluster):
 
 
 @pytest.mark.parametrize("class_name", CLASSES)
-def test_the_trainjob_is_admitted_on_its_class_quota_and_lands_with_one_process_per_unit(cluster, submitted,
+def test_a_request_over_a_node_of_the_class_is_refused_at_submission_in_its_unit(cluster, submitted, class_name):
+    """One unit more than a node of the class has (more than one share, for a time-sliced class), through the
+    SDK: Kyverno's job-limits refuses the TrainJob, naming the class's unit."""
+    gpu_class = cluster.inventory.classes[class_name]
+    key, _ = SDK_REQUESTS[class_name]
+    with pytest.raises(RuntimeError) as refused:
+        sdk_train(cluster, GROUP, class_name, {key: gpu_class.perNode.gpus + 1})
+    message = str(getattr(refused.value.__cause__, "body", refused.value))
+    assert "job-limits" in message and accelerators.unit(gpu_class) in message, message
+
+
+@pytest.mark.parametrize("class_name", CLASSES)
+def test_a_job_setting_another_vendors_device_variable_is_refused(cluster, submitted, class_name):
+    """A Job on the class's nodes that asks for none of the other vendor's devices but sets that vendor's
+    device-selection variable: Kyverno's gpu-visibility refuses it (the variable is the device plugin's)."""
+    gpu_class = cluster.inventory.classes[class_name]
+    variable, value = FOREIGN_ENV[accelerators.vendor(accelerators.resource(gpu_class))]
+    group = PLAIN_JOB_GROUP[class_name]
+    researcher = cluster.researchers[group]
+    job = plain_job(cluster, researcher.namespaces[0], f"foreign-{class_name}", class_name, env={variable: value})
+    with pytest.raises(ApiError) as refused:
+        researcher.client.create(job)
+    assert "gpu-visibility" in refused.value.message and variable in refused.value.message, refused.value.message
+
+
+@pytest.mark.parametrize("class_name", CLASSES)
+def test_the_trainjob_is_admitted_on_its_class_quota_and_lands_with_one_process_per_unit(cluster, finished,
                                                                                          class_name):
     """The SDK's TrainJob through torch-<class>: Kueue admitted it against the class's flavor in the group's
     ClusterQueue for exactly the units asked; its pod ran on the class's node with the units in its limits; and
     the process count is one per unit: numProcPerNode set by the trainjob-processes policy where Trainer would
     count CPUs (MIG, Gaudi), Trainer's `auto` (torchrun: one per visible device) where the resource's name says
     gpu (whole, AMD and time-sliced GPUs)."""
-    jobs, seen = submitted
+    jobs, seen = finished
     gpu_class = cluster.inventory.classes[class_name]
     resource = accelerators.resource(gpu_class)
     _, units = SDK_REQUESTS[class_name]
@@ -215,8 +282,8 @@ def test_the_trainjob_is_admitted_on_its_class_quota_and_lands_with_one_process_
 
 
 @pytest.mark.parametrize("class_name", CLASSES)
-def test_a_plain_job_is_admitted_on_its_class_quota_and_runs_on_its_nodes(cluster, submitted, class_name):
-    jobs, seen = submitted
+def test_a_plain_job_is_admitted_on_its_class_quota_and_runs_on_its_nodes(cluster, finished, class_name):
+    jobs, seen = finished
     gpu_class = cluster.inventory.classes[class_name]
     resource = accelerators.resource(gpu_class)
     namespace, name = jobs[class_name]["job"]
@@ -229,33 +296,7 @@ def test_a_plain_job_is_admitted_on_its_class_quota_and_runs_on_its_nodes(cluste
     assert {p["spec"]["nodeName"] for p in pods} <= class_nodes(cluster, class_name)
 
 
-@pytest.mark.parametrize("class_name", CLASSES)
-def test_a_request_over_a_node_of_the_class_is_refused_at_submission_in_its_unit(cluster, class_name):
-    """One unit more than a node of the class has (more than one share, for a time-sliced class), through the
-    SDK: Kyverno's job-limits refuses the TrainJob, naming the class's unit."""
-    gpu_class = cluster.inventory.classes[class_name]
-    key, _ = SDK_REQUESTS[class_name]
-    with pytest.raises(RuntimeError) as refused:
-        sdk_train(cluster, GROUP, class_name, {key: gpu_class.perNode.gpus + 1})
-    message = str(getattr(refused.value.__cause__, "body", refused.value))
-    assert "job-limits" in message and accelerators.unit(gpu_class) in message, message
-
-
-@pytest.mark.parametrize("class_name", CLASSES)
-def test_a_job_setting_another_vendors_device_variable_is_refused(cluster, class_name):
-    """A Job on the class's nodes that asks for none of the other vendor's devices but sets that vendor's
-    device-selection variable: Kyverno's gpu-visibility refuses it (the variable is the device plugin's)."""
-    gpu_class = cluster.inventory.classes[class_name]
-    variable, value = FOREIGN_ENV[accelerators.vendor(accelerators.resource(gpu_class))]
-    group = PLAIN_JOB_GROUP[class_name]
-    researcher = cluster.researchers[group]
-    job = plain_job(cluster, researcher.namespaces[0], f"foreign-{class_name}", class_name, env={variable: value})
-    with pytest.raises(ApiError) as refused:
-        researcher.client.create(job)
-    assert "gpu-visibility" in refused.value.message and variable in refused.value.message, refused.value.message
-
-
-def test_the_unit_hours_of_gpugen_report_match_the_ledger_per_class(cluster, submitted, tmp_path, request):
+def test_the_unit_hours_of_gpugen_report_match_the_ledger_per_class(cluster, finished, tmp_path, request):
     """`gpugen report --format csv` over the site's Prometheus, per group and class, against what Kueue's
     Workloads held (the ledger), in the class's unit (the CSV's gpu_unit column): within one scrape interval per
     spell of reserved quota, as on the FLAME."""
