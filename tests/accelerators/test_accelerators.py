@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import threading
 import time
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from generator.cli import main as gpugen
 from generator.inventory import accelerators, duration
 from generator.inventory.naming import flavor_name, runtime_name
+from generator.userdocs import runtimes_page
 from simulation import accelerator_cluster, pins, prerequisites
 from simulation.cluster import ToolMissing
 from simulation.kube import ApiError, Client, conditions, poll
@@ -294,6 +297,29 @@ def test_a_plain_job_is_admitted_on_its_class_quota_and_runs_on_its_nodes(cluste
     (assignment,) = admission["podSetAssignments"]
     assert assignment["flavors"][resource] == flavor_name(class_name, gpu_class), assignment
     assert {p["spec"]["nodeName"] for p in pods} <= class_nodes(cluster, class_name)
+
+
+def page_yaml(inventory, class_name: str) -> dict:
+    """The TrainJob the users' page shows in YAML for the class's runtime (its section's one YAML block)."""
+    page = runtimes_page(inventory, str(INVENTORY))
+    section = page.split(f"\n### {runtime_name(class_name)}\n", 1)[1].split("\n### ", 1)[0]
+    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+    return yaml.safe_load(block)
+
+
+@pytest.mark.parametrize("class_name", CLASSES)
+def test_the_users_page_yaml_of_each_class_is_accepted_at_submission(cluster, submitted, class_name):
+    """The YAML the users' page gives for the class, as the group's researcher writes it, through the API server's
+    and Kyverno's admission (a dry run: the SDK's TrainJob of the same request runs for real above)."""
+    trainjob = page_yaml(cluster.inventory, class_name)
+    resource = accelerators.resource(cluster.inventory.classes[class_name])
+    assert trainjob["spec"]["runtimeRef"]["name"] == runtime_name(class_name)
+    assert resource in trainjob["spec"]["trainer"]["resourcesPerNode"]["limits"], trainjob
+    researcher = cluster.researchers[GROUP]
+    trainjob["metadata"]["namespace"] = researcher.namespaces[0]
+    accepted = researcher.client.create(trainjob, dry_run=True)
+    assert accepted["spec"]["trainer"]["resourcesPerNode"]["limits"][resource] == \
+        trainjob["spec"]["trainer"]["resourcesPerNode"]["limits"][resource]
 
 
 def test_the_unit_hours_of_gpugen_report_match_the_ledger_per_class(cluster, finished, tmp_path, request):
