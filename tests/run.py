@@ -1,9 +1,10 @@
 """`make test`: every tier, in three pytest processes, side by side when the machine has the cores for them.
 
 The tiers fall in three processes:
-- the simulated FLAME's (tests/flame), the several simulated clusters' (tests/clusters) and the accelerator
-  classes' cluster (tests/accelerators): control planes and controllers, waiting on each other;
-- the other tiers with control planes of their own (tests/apiserver, tests/e2e, tests/simulation: the harness);
+- the simulated FLAME's (tests/flame) and the several simulated clusters' (tests/clusters): control planes and
+  controllers, waiting on each other;
+- the other tiers with control planes of their own (tests/apiserver, tests/e2e, tests/simulation: the harness,
+  tests/accelerators: the accelerator classes' cluster);
 - the unit tier: computation only (real CLIs, small Go programs), no server that must answer in time.
 
 How they share the machine (tests/README.md): the spare cores are measured first (the processors this process may
@@ -39,10 +40,10 @@ from pathlib import Path
 from simulation.waiting import STOP_GRACE
 
 REPO = Path(__file__).resolve().parents[1]
-# tests/clusters (several simulated clusters, no FLAME) and tests/accelerators (one cluster of every accelerator kind,
-# no Argo CD) run in this process while the FLAME starts in the background (tests/conftest.py runs the FLAME's tests
-# last, in tests/flame/conftest.py's order), each cluster stopped before the next starts.
-FLAME_TIERS = ["tests/flame", "tests/clusters", "tests/accelerators"]
+# tests/clusters (several simulated clusters, no FLAME) runs in this process while the FLAME starts in the
+# background (tests/conftest.py runs the FLAME's tests last, in tests/flame/conftest.py's order). The accelerator
+# classes' cluster runs with the other tiers instead: this process is the longest, and that one has room beside it.
+FLAME_TIERS = ["tests/flame", "tests/clusters"]
 UNIT_TIER = "tests/unit"
 # The unit tier beside the tiers with control planes: Linux gives a nice-10 process about a tenth of a core that a
 # nice-0 one wants, and all of one it leaves idle.
