@@ -29,11 +29,9 @@ from generator.cli import main as gpugen
 from generator.inventory import accelerators, duration
 from generator.inventory.naming import flavor_name, runtime_name
 from generator.userdocs import runtimes_page
-from simulation import accelerator_cluster, pins, prerequisites
-from simulation.cluster import ToolMissing
+from simulation import accelerator_cluster, pins
 from simulation.kube import ApiError, Client, conditions, poll
-from simulation.netns import NetworkUnavailable
-from simulation.processes import leftover_processes
+from tests.support.simulated_clusters import cluster_for_module
 
 pytestmark = pytest.mark.tools
 
@@ -62,26 +60,10 @@ FOREIGN_ENV = {"nvidia.com": ("ROCR_VISIBLE_DEVICES", "0,1"), "amd.com": ("HABAN
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, request):
     work = tmp_path_factory.mktemp("accelerators")
-    log: list[str] = []
-    try:
-        started = accelerator_cluster.start_accelerator_cluster(work, INVENTORY, log=log.append)
-    except (ToolMissing, NetworkUnavailable) as e:
-        prerequisites.unavailable(str(e))
-    finally:
-        print("\n".join(log))
-    pids = started.procs.pids()
-    try:
-        yield started
-    finally:
-        started.stop()
-        reporter = request.config.pluginmanager.getplugin("terminalreporter")
-        capture = request.config.pluginmanager.getplugin("capturemanager")
-        if reporter and capture:
-            with capture.global_and_fixture_disabled():
-                reporter.write_line("\naccelerator classes, timings: " + ", ".join(
-                    f"{k} {v:.1f}s" for k, v in started.timings.items()))
-        left = leftover_processes(pids)
-        assert not left, f"processes still running after stop: {left}"
+    yield from cluster_for_module(
+        request, "accelerator classes",
+        lambda log: accelerator_cluster.start_accelerator_cluster(work, INVENTORY, log=log),
+        lambda started: started.procs.pids())
 
 
 def train_fn():  # the SDK ships this function's source in the container command

@@ -15,12 +15,10 @@ import time
 import pytest
 
 from simulation import several_clusters
-from simulation.cluster import ToolMissing, identity_kubeconfig
+from simulation.cluster import identity_kubeconfig
 from simulation.kube import ApiError, Client, conditions, poll
-from simulation.netns import NetworkUnavailable
-from simulation.processes import leftover_processes
-from simulation import prerequisites
 from tests.support.inventories import platform_data, to_text
+from tests.support.simulated_clusters import cluster_for_module
 
 pytestmark = pytest.mark.tools
 
@@ -41,26 +39,10 @@ def platform(tmp_path_factory, request):
     data["cluster"]["components"]["kueue"]["workerLostTimeout"] = f"{WORKER_LOST_TIMEOUT}s"
     inventory_file = work / "platform.yaml"
     inventory_file.write_text(to_text(data))
-    log: list[str] = []
-    try:
-        started = several_clusters.start_clusters(work / "run", inventory_file, log=log.append)
-    except (ToolMissing, NetworkUnavailable) as e:
-        prerequisites.unavailable(str(e))
-    finally:
-        print("\n".join(log))
-    pids = [pid for member in started.members.values() for pid in member.procs.pids()]
-    try:
-        yield started
-    finally:
-        started.stop()
-        reporter = request.config.pluginmanager.getplugin("terminalreporter")
-        capture = request.config.pluginmanager.getplugin("capturemanager")
-        if reporter and capture:
-            with capture.global_and_fixture_disabled():
-                reporter.write_line("\nseveral clusters, timings: " + ", ".join(
-                    f"{k} {v:.1f}s" for k, v in started.timings.items()))
-        left = leftover_processes(pids)
-        assert not left, f"processes still running after stop: {left}"
+    yield from cluster_for_module(
+        request, "several clusters",
+        lambda log: several_clusters.start_clusters(work / "run", inventory_file, log=log),
+        lambda started: [pid for member in started.members.values() for pid in member.procs.pids()])
 
 
 def train(platform, group: str, runtime: str, options=()):
