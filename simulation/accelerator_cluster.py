@@ -29,7 +29,8 @@ from simulation import argo_sync
 from simulation.cluster import require_tools, start_kubernetes
 from simulation.components import COMPONENT_LABEL, chart_objects
 from simulation.flame import (MONITORING_TOOLS, NOT_RUN, Researcher, onboard_research_namespaces,
-                              platform_containers, researcher_identities, wait_kueue_webhook, wait_policies_live)
+                              platform_containers, researcher_identities, stop_cluster, wait_kueue_webhook,
+                              wait_policies_live)
 from simulation.kube import Client, SyncApi
 from simulation.ledger import WorkloadLedger
 from simulation.monitoring import install_site_monitoring
@@ -65,14 +66,7 @@ class AcceleratorCluster:
         self.pods.check()
 
     def stop(self):
-        self.ledger.stop()
-        try:
-            self.pods.stop()
-        finally:
-            try:
-                self.procs.stop()
-            finally:
-                self.network.stop()
+        stop_cluster(self.ledger, self.pods, self.procs, self.network)
 
 
 def render(inventory, source: str) -> tuple[list[dict], list[dict], list[dict]]:
@@ -137,11 +131,5 @@ def start_accelerator_cluster(work: pathlib.Path, inventory_file: pathlib.Path, 
         return AcceleratorCluster(work, inventory, pathlib.Path(inventory_file), procs, k8s.plane, admin, runtime,
                                   net, k8s.nodes, researchers, prometheus, ledger, timings)
     except BaseException:
-        if ledger:
-            ledger.stop()
-        if runtime:
-            runtime.stop()
-        procs.stop()
-        if net:
-            net.stop()
+        stop_cluster(ledger, runtime, procs, net)
         raise

@@ -69,6 +69,26 @@ class Researcher:
         return Client.from_kubeconfig(self.kubeconfig)
 
 
+def stop_cluster(ledger: WorkloadLedger | None, pods: PodRuntime | None, procs: Processes,
+                 network: PodNetwork | None):
+    """What a simulated cluster started, stopped in reverse, each part also when the one before it fails: the
+    ledger's reader, the platform's pods, every process (each by its id), the network namespace. A part not yet
+    started (None) is skipped."""
+    try:
+        if ledger is not None:
+            ledger.stop()
+    finally:
+        try:
+            if pods is not None:
+                pods.stop()
+        finally:
+            try:
+                procs.stop()
+            finally:
+                if network is not None:
+                    network.stop()
+
+
 @dataclasses.dataclass
 class Flame:
     work: pathlib.Path
@@ -92,15 +112,7 @@ class Flame:
         return sorted(self.pods.skipped)
 
     def stop(self):
-        if self.ledger is not None:
-            self.ledger.stop()
-        try:
-            self.pods.stop()
-        finally:
-            try:
-                self.procs.stop()
-            finally:
-                self.network.stop()
+        stop_cluster(self.ledger, self.pods, self.procs, self.network)
 
     def __enter__(self):
         return self
@@ -274,7 +286,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     procs = Processes()
-    runtime = net = None
+    runtime = net = ledger = None
     try:
         net = PodNetwork.start(work)
         registry = start_registry(work, procs, net)
@@ -338,11 +350,7 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
             log(f"start-up failed: {e}\nkept running {hold:.0f}s for inspection: "
                 f"KUBECONFIG={work / 'apiserver' / 'kubeconfig'}")
             time.sleep(hold)
-        if runtime:
-            runtime.stop()
-        procs.stop()
-        if net:
-            net.stop()
+        stop_cluster(ledger, runtime, procs, net)
         raise
 
 
