@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from generator import emit, limits, parallel, userdocs, versions
-from generator.inventory import clusters
+from generator.inventory import accelerators, clusters
 from generator.builders import bootstrap_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
 from generator.layout import KUSTOMIZATION_FILE
@@ -26,6 +26,8 @@ class RenderedTrees:
     synced: Files  # the tree Argo CD syncs (rendered/), with its kustomization.yaml
     bootstrap: Files  # the app-of-apps (bootstrap/): root/ applied once by hand, platform/ synced by it
     docs: bytes  # the users' "Available runtimes" page (docs/runtimes.md)
+    # What the rendered guardrails cannot refuse for this inventory's accelerators (accelerators.unguarded).
+    unguarded: tuple[str, ...] = ()
 
 
 def object_path(obj: dict[str, Any]) -> str:
@@ -187,4 +189,5 @@ def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
         bootstrap, more, docs = bootstrap_and_docs()
     if over_limits or more:
         raise OverLimits(over_limits + more)
-    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap, docs=docs)
+    return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap, docs=docs,
+                         unguarded=tuple(accelerators.unguarded(inventory)))

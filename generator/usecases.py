@@ -83,7 +83,7 @@ def render(inventory_path: Path, outputs: Outputs, check: bool = False) -> Rende
     write nothing and list what is stale."""
     trees = render_inventory(inventory_path)
     warning = directory_size_warning(trees.synced)
-    warnings = [warning] if warning else []
+    warnings = [*trees.unguarded, *([warning] if warning else [])]
     with _locked([outputs.synced, outputs.bootstrap], [outputs.docs], [inventory_path],
                  shared=check) as (synced, bootstrap, docs):
         pending: list[Pending] = [pending_tree(trees.synced, synced), pending_tree(trees.bootstrap, bootstrap),

@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Template
 
 from generator.builders import grafana
+from generator.freetext import markdown, markdown_code
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory import accelerators, clusters, duration
 from generator.inventory.models import GpuClass, Inventory
@@ -32,13 +33,18 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def _counted(gpu_class: GpuClass, count: int) -> str:
+    """`2 GPUs`, `7 x <unit>` as page text (the unit is the inventory's free text)."""
+    return markdown(accelerators.counted(gpu_class, count))
+
+
 def _runtime_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> str:
     storage = inventory.cluster.storage
     per_node = gpu_class.perNode
     sdk_name = accelerators.sdk_name(gpu_class)
     two_nodes = ""
     if gpu_class.nodes >= 2:
-        two_nodes = _template("two-nodes.md").substitute(gpus_per_node=accelerators.counted(gpu_class, per_node.gpus),
+        two_nodes = _template("two-nodes.md").substitute(gpus_per_node=_counted(gpu_class, per_node.gpus),
                                                          gpus=per_node.gpus, sdk_name=sdk_name)
     return _template("runtime-section.md").substitute(
         ask_intro=_ask_intro(gpu_class),
@@ -46,19 +52,20 @@ def _runtime_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> st
         resource=accelerators.resource(gpu_class),
         kind_note=_kind_note(gpu_class),
         runtime=runtime_name(name),
-        description=f"{gpu_class.description}.\n\n" if gpu_class.description else "",
+        description=f"{markdown(gpu_class.description)}.\n\n" if gpu_class.description else "",
         class_name=name,
         flavor=flavor_name(name, gpu_class),
         arch=gpu_class.arch,
         image=gpu_class.image,
         num_nodes=gpu_class.numNodes,
         nodes=_count(gpu_class.nodes, "node"),
-        gpus_per_node=accelerators.counted(gpu_class, per_node.gpus),
+        gpus_per_node=_counted(gpu_class, per_node.gpus),
         cpu_per_node=per_node.cpu,
         memory_per_node=per_node.memory,
-        total_gpus=accelerators.counted(gpu_class, per_node.gpus * gpu_class.nodes),
+        total_gpus=_counted(gpu_class, per_node.gpus * gpu_class.nodes),
         node_selector=", ".join(f"`{key}={value}`" for key, value in sorted(gpu_class.nodeSelector.items())),
-        env_rows="\n".join(f"| `{var}` | `{value}` |" for var, value in inventory.cluster.cacheEnv.items()),
+        env_rows="\n".join(f"| `{var}` | {markdown_code(value)} |"
+                            for var, value in inventory.cluster.cacheEnv.items()),
         home_path=storage.home.mountPath,
         home_claim=storage.home.claimName,
         workspace_path=storage.workspace.mountPath,
@@ -73,7 +80,7 @@ def _ask_intro(gpu_class: GpuClass) -> str:
     if resource == accelerators.NVIDIA_GPU and not gpu_class.accelerator.unit:
         return "The runtime requests no GPU: ask for GPUs per node. One GPU:"
     return (f"The runtime requests no accelerator: ask for `{resource}` per node, counted in units of one "
-            f"{accelerators.unit(gpu_class)} (`{accelerators.sdk_name(gpu_class)}` in the SDK). One unit:")
+            f"{markdown(accelerators.unit(gpu_class))} (`{accelerators.sdk_name(gpu_class)}` in the SDK). One unit:")
 
 
 def _kind_note(gpu_class: GpuClass) -> str:
@@ -94,7 +101,7 @@ def _hardware(gpu_class: GpuClass) -> str:
     shown = f"{gpu_class.nodes} × {gpu_class.perNode.gpus}"
     if accelerators.resource(gpu_class) == accelerators.NVIDIA_GPU and not gpu_class.accelerator.unit:
         return shown
-    return f"{shown} ({accelerators.unit(gpu_class)}, `{accelerators.resource(gpu_class)}`)"
+    return f"{shown} ({markdown(accelerators.unit(gpu_class))}, `{accelerators.resource(gpu_class)}`)"
 
 
 def runtimes_page(inventory: Inventory, source: str) -> str:
@@ -123,7 +130,7 @@ def runtimes_page(inventory: Inventory, source: str) -> str:
             limit_rows.append(f"| `{group_name}` | `{class_name}` | {duration.show(default_s)} | "
                               f"{duration.show(maximum_s)} | {int(gpu_reach[(group_name, class_name)])} |")
     if inventory.priorities:
-        listed = "; ".join(f"`{name}` ({p.value}{': ' + p.description if p.description else ''})"
+        listed = "; ".join(f"`{name}` ({p.value}{': ' + markdown(p.description) if p.description else ''})"
                            for name, p in sorted(inventory.priorities.items(), key=lambda item: -item[1].value))
         priorities = (f"Name one with the label `kueue.x-k8s.io/priority-class` (Python: "
                       f"`options=[Labels({{\"kueue.x-k8s.io/priority-class\": \"<name>\"}})]`): {listed}. Inside a "

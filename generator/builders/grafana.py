@@ -27,6 +27,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from generator import freetext
 from generator.builders import kueue
 from generator.builders.common import metadata
 from generator.builders.prometheus import (COMPONENT_LABEL, NOT_FOLLOWER, promql_literal_regex, promql_one_of,
@@ -264,9 +265,11 @@ def _platform(inventory: Inventory, panels: _Panels) -> Builder:
                         "nominal quota (all groups)"), *queries]
         board.with_panel(panels.timeseries(
             f"{class_name}: {units} admitted vs nominal quota", queries, "none",
-            description=f"{units} Kueue has admitted on flavor {flavor} summed over the groups allocated on "
-                        f"{class_name} ({', '.join(queues) or 'none'}), against their nominal quotas summed and "
-                        f"the class's {gpu_class.nodes} nodes x {gpu_class.perNode.gpus} {units}."))
+            # A panel's description is Markdown to Grafana.
+            description=f"{freetext.markdown(units)} Kueue has admitted on flavor {flavor} summed over the groups "
+                        f"allocated on {class_name} ({', '.join(queues) or 'none'}), against their nominal quotas "
+                        f"summed and the class's {gpu_class.nodes} nodes x {gpu_class.perNode.gpus} "
+                        f"{freetext.markdown(units)}."))
 
     board.with_row(panels.row("Queues"))
     board.with_panel(panels.timeseries(
@@ -297,7 +300,7 @@ def _platform(inventory: Inventory, panels: _Panels) -> Builder:
             product = gpu_class.nodeSelector.get(cluster.gpuClassLabel)
             # DCGM reports NVIDIA's GPUs only; a MIG instance's series carry its profile in GPU_I_PROFILE. AMD's
             # exporter names no class its series could be selected by (docs/monitoring.md).
-            if product is None or accelerators.vendor(accelerators.resource(gpu_class)) != "nvidia.com":
+            if product is None or accelerators.domain(accelerators.resource(gpu_class)) != accelerators.NVIDIA.domain:
                 continue
             model = _match(DCGM_MODEL_LABEL, dcgm_model_regex(product))
             profile = accelerators.mig_profile(accelerators.resource(gpu_class))
@@ -322,14 +325,10 @@ def _limits(limits: ResourceAmounts | None) -> str:
     return ", ".join(f"{field} {value}" for field, value in set_.items()) or "none"
 
 
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def allocation_markdown(inventory: Inventory, group_name: str, group: Group) -> str:
     """The group's allocation as the inventory has it, as Markdown."""
     cluster_queue = _cluster_queue_name(inventory, group_name, group)
-    lines = [f"**{_cell(group_name)}**" + (f": {_cell(group.description)}" if group.description else ""), "",
+    lines = [f"**{group_name}**" + (f": {freetext.markdown(group.description)}" if group.description else ""), "",
              f"ClusterQueue `{cluster_queue}`, cohort `{group.cohort}`" if group.cohort
              else f"ClusterQueue `{cluster_queue}`, no cohort (it neither borrows nor lends)",
              "", "LocalQueues: " + ", ".join(f"`{ns}/{name}`" for ns, name in _local_queues(inventory, cluster_queue)),
@@ -338,7 +337,8 @@ def allocation_markdown(inventory: Inventory, group_name: str, group: Group) -> 
     for class_name, a in sorted(group.allocations.items()):
         gpu_class = inventory.classes[class_name]
         lines.append(f"| {class_name} | {flavor_name(class_name, gpu_class)} | {a.gpus} | {a.cpu} | {a.memory} | "
-                     f"{allocated_pods(a, gpu_class)} | {_limits(a.borrowingLimit)} | {_limits(a.lendingLimit)} |")
+                     f"{allocated_pods(inventory, class_name, a)} | {_limits(a.borrowingLimit)} | "
+                     f"{_limits(a.lendingLimit)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -365,10 +365,10 @@ def _group(inventory: Inventory, group_name: str, group: Group, panels: _Panels)
                 (f"{_quota('kueue_cluster_queue_borrowing_limit', cluster_queue, flavor, resource)} < +Inf",
                  "borrowing limit"),
             ]
-            description = (f"{title} ({resource}) Kueue has admitted for {cluster_queue} on flavor {flavor}, its "
-                           f"nominal quota ({getattr(allocation, field)} in the inventory) and its borrowing "
-                           "limit: how much more than the quota it may borrow from its cohort (none shown: no "
-                           "limit).")
+            description = (f"{freetext.markdown(title)} ({resource}) Kueue has admitted for {cluster_queue} on "
+                           f"flavor {flavor}, its nominal quota ({getattr(allocation, field)} in the inventory) and "
+                           "its borrowing limit: how much more than the quota it may borrow from its cohort (none "
+                           "shown: no limit).")
             board.with_panel(panels.stat(f"{title} on {class_name}", queries, unit, description=description))
             board.with_panel(panels.timeseries(f"{title} on {class_name}: admitted vs quota", queries, unit,
                                                width=18, description=description))

@@ -46,8 +46,9 @@ def resource_flavor(inventory: Inventory, class_name: str, gpu_class: GpuClass) 
     }
 
 
-def _flavor_resources(allocation: Allocation, gpu_class: GpuClass, covered: list[str]) -> list[dict[str, Any]]:
-    own = accelerators.resource(gpu_class)
+def _flavor_resources(inventory: Inventory, class_name: str, allocation: Allocation,
+                      covered: list[str]) -> list[dict[str, Any]]:
+    own = accelerators.resource(inventory.classes[class_name])
     field_of = {resource: field for field, resource in KUBERNETES_RESOURCE.items() if field != "gpus"} | {own: "gpus"}
     resources = []
     for resource in covered:
@@ -55,7 +56,7 @@ def _flavor_resources(allocation: Allocation, gpu_class: GpuClass, covered: list
         if field is None:  # another class's accelerator
             resources.append({"name": resource, "nominalQuota": "0"})
             continue
-        nominal = allocated_pods(allocation, gpu_class) if field == "pods" else getattr(allocation, field)
+        nominal = allocated_pods(inventory, class_name, allocation) if field == "pods" else getattr(allocation, field)
         entry: dict[str, Any] = {"name": resource, "nominalQuota": str(nominal)}
         for kind in ("borrowingLimit", "lendingLimit"):
             limits: ResourceAmounts | None = getattr(allocation, kind)
@@ -73,7 +74,7 @@ def cluster_queue(inventory: Inventory, group_name: str, group: Group, admission
     covered = covered_resources(inventory, group)
     flavors = [
         {"name": flavor_name(class_name, inventory.classes[class_name]),
-         "resources": _flavor_resources(allocation, inventory.classes[class_name], covered)}
+         "resources": _flavor_resources(inventory, class_name, allocation, covered)}
         for class_name, allocation in sorted(group.allocations.items())
     ]
     spec: dict[str, Any] = {}

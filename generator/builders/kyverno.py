@@ -40,7 +40,6 @@ docs/policies.md explains each rule and that choice.
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from functools import lru_cache, cache
@@ -51,6 +50,7 @@ from typing import Any
 import yaml
 
 from generator.builders.common import metadata
+from generator.freetext import double_quoted
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.components.kyverno.settings import DOCKER_HUB_NAMES
 from generator.inventory.models import Inventory
@@ -66,11 +66,6 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # the string is user-settable, so the exemption itself is by request.userInfo.username alone.
 KUEUE_MANAGER = "kueue.x-k8s.io/manager"
 PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations", "nodeName", "schedulingGates")
-# What the NVIDIA container toolkit reads to pick devices: with the device plugin's default envvar strategy,
-# NVIDIA_VISIBLE_DEVICES=all in a container's environment exposes every GPU of the node.
-VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
-NO_DEVICES = "void"  # the toolkit's value for "no GPU"
-CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"  # containerd and CRI-O inject the CDI devices these annotations name
 # A Job's controller owner that Kueue does not manage: the CronJob controller's Jobs are queued themselves.
 UNMANAGED_OWNERS = ({"apiVersion": "batch/v1", "kind": "CronJob"},)
 
@@ -96,11 +91,11 @@ _TRAINER_GROUP, _TRAINER_VERSION = TRAINER.name, TRAINER.version
 
 
 def cel(value: Any) -> str:
-    """A CEL literal: JSON's string escapes (\\" \\\\ \\n \\uXXXX) are CEL's too."""
+    """A CEL literal (a string as freetext.double_quoted writes it: any Unicode, no surrogate escapes)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value)
+        return double_quoted(value)
     if isinstance(value, int):
         return str(value)
     if isinstance(value, (list, tuple)):
@@ -423,42 +418,75 @@ def gpu_pods_from_jobs(inventory: Inventory) -> dict[str, Any]:
 # --- 8. GPU visibility ---------------------------------------------------------------------------------
 
 
+def _optional(cel_: dict[str, Any], section: str, keep: bool) -> dict[str, Any]:
+    """A template's CEL with its optional `section` (variables and validations) appended when `keep`, else left
+    out."""
+    cel_ = dict(cel_)
+    optional = cel_.pop(section)
+    if keep:
+        cel_["variables"] = {**cel_["variables"], **optional["variables"]}
+        cel_["validations"] = cel_["validations"] + optional["validations"]
+    return cel_
+
+
 def gpu_visibility(inventory: Inventory) -> dict[str, Any]:
     gpus = f"resources.limits {_requested_resources(inventory)}"
-    device_env = accelerators.device_env(inventory)
+    vendors = accelerators.vendors(inventory)
+    variables = [v for vendor in vendors for v in vendor.variables]
+    exact = list(dict.fromkeys(v.name for v in variables if not v.prefix))
+    prefixes = list(dict.fromkeys(v.name for v in variables if v.prefix))
+    mounts = [m.name for vendor in vendors for m in vendor.mounts]
+    annotations = [a.name for a in accelerators.RUNTIME_ANNOTATIONS] + [
+        a.name for vendor in vendors for a in vendor.annotations]
+    no_devices = dict(vendor.no_devices for vendor in vendors if vendor.no_devices)
+    named = ", ".join(exact + [p + "*" for p in prefixes])
     cel_ = fill(
         _template(GPU_VISIBILITY, general(inventory)),
-        deviceEnv=device_env,
-        visibleDevices=VISIBLE_DEVICES,
-        noDevices=NO_DEVICES,
-        cdiPrefix=CDI_ANNOTATION_PREFIX,
-        deviceEnvList="/".join(device_env),
-        envTail=(f": the device plugin sets them for the GPUs a container requests, so ask for GPUs with {gpus} "
-                 f"({use_runtimes(inventory)}, resourcesPerNode in a TrainJob)"),
-        cdiTail=f": CDI devices are the device plugin's to inject; ask for GPUs with {gpus}",
-        ephemeralTail=(f" must set {VISIBLE_DEVICES}={NO_DEVICES}, or it sees every GPU of the node: "
-                       f"kubectl debug --env {VISIBLE_DEVICES}={NO_DEVICES} ..."),
+        deviceEnv=exact,
+        deviceEnvPrefixes=prefixes,
+        noDevices=no_devices,
+        annotationDomains=annotations,
+        deviceMountNames=[path.rsplit("/", 1)[-1] for path in mounts],
+        envTail=(f": a device variable is the device plugin's to set, for the devices a container requests; ask for "
+                 f"them with {gpus} ({use_runtimes(inventory)}, resourcesPerNode in a TrainJob)"),
+        prefixTail=": a ConfigMap's or Secret's key would then name a device variable, the device plugin's to set",
+        annotationTail=(f": the container runtime would inject the devices it names, which is the device plugin's to "
+                        f"do; ask for them with {gpus}"),
+        mountTail="".join(f": the {vendor.name} container runtime reads a volume mounted under "
+                          + " or ".join(m.name for m in vendor.mounts) + " as a request for the devices it names"
+                          for vendor in vendors if vendor.mounts),
+        ephemeralTail="".join(f" must set {name}={value}, or it sees every GPU of the node: kubectl debug --env "
+                              f"{name}={value} ..." for name, value in no_devices.items()),
         **_accelerator_params(inventory),
     )
-    description = (f"No container sets {', '.join(device_env)} (except {VISIBLE_DEVICES}={NO_DEVICES} without a "
-                   f"GPU request) and no pod template carries {CDI_ANNOTATION_PREFIX}* annotations: a container "
-                   "sees only the GPUs it requests.")
+    cel_ = _optional(_optional(cel_, "mounts", bool(mounts)), "noDevices", bool(no_devices))
+    exempt = "".join(f" (except {name}={value} without a request)" for name, value in no_devices.items())
+    description = (f"No container sets {named}{exempt}, an envFrom prefix that begins one, "
+                   + (f"a volume under {', '.join(mounts)}, " if mounts else "")
+                   + "or a pod annotation under " + ", ".join(annotations)
+                   + ": a container sees only the devices it requests.")
     operations = ["CREATE", "UPDATE"]
     match = _match(inventory, _pods(["CREATE"]), _rule("", "v1", "pods/ephemeralcontainers", ["UPDATE"]),
                    _jobs(operations), _jobsets(operations), _trainjobs(operations))
     return _validating(inventory, GPU_VISIBILITY, description, match, cel_, pods=True)
 
 
+def sets_no_devices(inventory: Inventory) -> bool:
+    """Whether pod-gpu-visibility is rendered: a vendor of the classes reads an image's default (NVIDIA)."""
+    return accelerators.NVIDIA in accelerators.vendors(inventory)
+
+
 def pod_gpu_visibility(inventory: Inventory) -> dict[str, Any]:
+    variable, value = accelerators.NVIDIA.no_devices
     cel_ = fill(
         _template(MUTATE_GPU_VISIBILITY, general(inventory)),
-        void={"name": VISIBLE_DEVICES, "value": NO_DEVICES},
+        void={"name": variable, "value": value},
         fields=["containers", "initContainers"],
-        visibleDevices=VISIBLE_DEVICES,
-        noDevices=NO_DEVICES,
+        visibleDevices=variable,
+        noDevices=value,
         **_accelerator_params(inventory),
     )
-    description = (f"Sets {VISIBLE_DEVICES}={NO_DEVICES} in every container and init container of a Pod in a "
+    description = (f"Sets {variable}={value} in every container and init container of a Pod in a "
                    f"research namespace that requests no {_requested_resources(inventory)}, over the image's "
                    "default (CUDA images say all, which the NVIDIA runtime would honour).")
     return _mutating(inventory, MUTATE_GPU_VISIBILITY, description, _match(inventory, _pods(["CREATE"])), cel_)
@@ -580,6 +608,7 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
         nodeMemory={name: str(c.perNode.memory) for name, c in classes},
         classNodes={name: c.nodes for name, c in classes},
         classNumNodes={name: c.numNodes for name, c in classes},
+        uncoveredTail=": ask for one of them with the runtime named beside it",
         missingTail=(": it holds the group's limits (rendered by gpugen); ask the platform team to sync the "
                      "platform, then submit again"),
         maxGraceSeconds=duration.seconds(inventory.cluster.queueing.maxGracePeriod),
@@ -595,6 +624,7 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
                    "group's maximum or a longer terminationGracePeriodSeconds than "
                    f"{inventory.cluster.queueing.maxGracePeriod}; no pod names a priorityClassName.")
     general_variables, general_validations = cel_.pop("generalVariables"), cel_.pop("generalValidations")
+    last_validations = cel_.pop("lastValidations")
     for validation in cel_["validations"]:
         general_message = validation.pop("generalMessageExpression", None)
         if general_form and general_message is not None:
@@ -604,6 +634,7 @@ def job_limits(inventory: Inventory) -> dict[str, Any]:
         base = {name: cel for name, cel in cel_["variables"].items() if name not in general_variables}
         cel_ = {"variables": {**base, **general_variables},
                 "validations": cel_["validations"] + general_validations}
+    cel_["validations"] = cel_["validations"] + last_validations
     operations = ["CREATE", "UPDATE"]
     match = _match(inventory, _pods(["CREATE"]), _trainjobs(operations), _jobs(operations))
     return _validating(inventory, LIMITS, description, match, cel_, pods=True)
@@ -678,7 +709,7 @@ def finished_ttl_seconds(policy: dict[str, Any]) -> int | None:
 def policies(inventory: Inventory) -> list[dict[str, Any]]:
     return [
         job_pod_storage(inventory),
-        pod_gpu_visibility(inventory),
+        *([pod_gpu_visibility(inventory)] if sets_no_devices(inventory) else []),
         job_claims(inventory),
         trainjob_runtime(inventory),
         trainjob_placement(inventory),

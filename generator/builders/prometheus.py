@@ -11,12 +11,12 @@ so every expression reads the leader's (or a standalone replica's) series.
 
 from __future__ import annotations
 
-import json
 import re
 from decimal import Decimal
 from typing import Any
 
 from generator.builders.common import metadata
+from generator.freetext import double_quoted, go_template_text
 from generator.components import COMPONENTS
 from generator.inventory import duration
 from generator.inventory.models import Group, Inventory, Monitoring
@@ -42,8 +42,8 @@ NOMINAL_QUOTA = "gpugen:cluster_queue_nominal_quota"
 
 
 def promql_string(value: str) -> str:
-    """A PromQL string literal (Go's escapes, which JSON's are a subset of)."""
-    return json.dumps(value)
+    """A PromQL string literal (Go's escapes: freetext.double_quoted)."""
+    return double_quoted(value)
 
 
 _REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
@@ -123,8 +123,9 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str, descrip
         "expr": expr,
         "for": for_,
         "labels": {"severity": severity, **(labels or {})},
+        # Prometheus expands every annotation as a Go template: the runbook's URL comes from the inventory.
         "annotations": {"summary": summary, "description": description,
-                        "runbook_url": runbook_url(inventory, name)},
+                        "runbook_url": go_template_text(runbook_url(inventory, name))},
     }
 
 
@@ -169,7 +170,7 @@ def group_recording_rules(inventory: Inventory, group_name: str, group: Group) -
                     f"resource={promql_string(accelerators.resource(gpu_class))}")
         rules.append({"record": GPUS_IN_USE, "expr": f"max({USAGE}{{{selector}}})", "labels": labels})
         rules.append({"record": ALLOCATED_GPUS,
-                      "expr": f"vector({_number(allocated_amount(allocation, 'gpus', gpu_class))})",
+                      "expr": f"vector({_number(allocated_amount(inventory, class_name, allocation, 'gpus'))})",
                       "labels": labels})
     return rules
 
@@ -197,7 +198,7 @@ def group_alerts(inventory: Inventory, group_name: str, group: Group) -> list[di
     for class_name, allocation in group.allocations.items():
         labels = {"group": group_name, "class": class_name}
         mine = f'{{group={promql_string(group_name)}, class={promql_string(class_name)}}}'
-        allocated = _number(allocated_amount(allocation, "gpus", inventory.classes[class_name]))
+        allocated = _number(allocated_amount(inventory, class_name, allocation, "gpus"))
         alerts.append(_alert(
             "GPUGroupPendingBelowAllocation",
             f"({GPUS_IN_USE}{mine} < {ALLOCATED_GPUS}{mine}) and on () ({pending_gpus})",

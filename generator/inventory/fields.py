@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
+from generator import freetext
 from generator.limits import DNS1123_LABEL
 
 # [registry[:port]/]path[:tag][@digest] — the reference grammar of the distribution project, simplified.
@@ -34,6 +35,25 @@ def _image(ref: str) -> str:
 
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS1123_LABEL, max_length=63)]
 ImageRef = Annotated[str, AfterValidator(_image)]
+
+
+def _free_text(**outputs: bool):
+    """A validator refusing what freetext.problem refuses for a field that reaches these outputs."""
+    def check(text: str) -> str:
+        found = freetext.problem(text, **outputs)
+        if found:
+            raise ValueError(found)
+        return text
+    return AfterValidator(check)
+
+
+# The inventory's free text, by the outputs each reaches (generator/freetext.py): a cache variable's value (the
+# runtimes' env, the users' page); a class's or a priority's description (the users' page, annotations); a group's
+# (a Grafana text panel too); a class's unit (messages, the page, Grafana's titles, the report's CSV and chart).
+FreeText = Annotated[str, _free_text()]
+Description = Annotated[str, _free_text(line_breaks=True)]
+GroupDescription = Annotated[str, _free_text(line_breaks=True, grafana=True)]
+Unit = Annotated[str, StringConstraints(min_length=1, max_length=80), _free_text(grafana=True, spreadsheet=True)]
 
 
 class Strict(BaseModel):

@@ -14,7 +14,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, 
 
 from generator.components import COMPONENTS
 from generator.inventory import accelerators, duration, servers
-from generator.inventory.fields import Component, DnsLabel, ImageRef, Strict
+from generator.inventory.fields import (Component, Description, DnsLabel, FreeText, GroupDescription, ImageRef, Strict,
+                                      Unit)
 from generator.inventory.quantity import INT64_MAX, parse_quantity
 from generator.limits import DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
 
@@ -249,7 +250,7 @@ class Cluster(Strict):
     name: DnsLabel
     gpuClassLabel: LabelKey
     storage: Storage
-    cacheEnv: dict[EnvName, str]
+    cacheEnv: dict[EnvName, FreeText]
     gitops: GitOps
     controllers: Controllers = Controllers()
     components: Components = Components()
@@ -298,7 +299,8 @@ def _extended_resource(name: str) -> str:
     profile = accelerators.mig_profile(name)
     if profile is not None and not accelerators.MIG_PROFILE.fullmatch(profile):
         raise ValueError(f"{name!r}: {profile!r} is not a MIG profile as the device plugin names it "
-                         "(<slices>g.<memory>gb, e.g. nvidia.com/mig-1g.10gb or nvidia.com/mig-3g.40gb)")
+                         "(<slices>g.<memory>gb, then .me, .me.all, .gfx or -me, then .shared when time-sliced; e.g. "
+                         "nvidia.com/mig-1g.10gb or nvidia.com/mig-3g.40gb)")
     return name
 
 
@@ -321,8 +323,12 @@ class Accelerator(Strict):
     resource: Annotated[str, AfterValidator(_extended_resource)] = accelerators.NVIDIA_GPU
     # What one unit is, in the report and on the users' page ("1g.10gb slice of an A100"); unset: derived from
     # the resource (GPU, 1g.10gb MIG slice, GPU time-slice, Gaudi card).
-    unit: Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[^\n\r\t]*$")] | None = None
+    unit: Unit | None = None
     timeSlicing: TimeSlicing | None = None
+    # true: a device plugin gpugen does not know advertises the resource (another vendor's, or one named otherwise
+    # than its vendor's plugin names it). gpugen then checks its name's grammar alone, and `render` says what the
+    # guardrails cannot refuse for it. Needed for any resource outside accelerators.VENDORS' advertised names.
+    unknownVendor: bool = False
 
 
 class Walltime(Strict):
@@ -334,7 +340,7 @@ class Walltime(Strict):
 
 
 class GpuClass(Strict):
-    description: str = ""
+    description: Description = ""
     arch: Literal["arm64", "amd64"]
     nodeSelector: dict[LabelKey, LabelValue] = Field(min_length=1)
     flavor: DnsSubdomain | None = None
@@ -391,7 +397,7 @@ class GroupWalltime(Strict):
 
 
 class Group(Strict):
-    description: str = ""
+    description: GroupDescription = ""
     namespaces: list[DnsLabel] = Field(min_length=1)
     identities: Identities = Identities()
     cohort: DnsSubdomain | None = None
@@ -414,7 +420,7 @@ class Priority(Strict):
     """A Kueue WorkloadPriorityClass: a job names it with the label kueue.x-k8s.io/priority-class."""
 
     value: Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
-    description: Annotated[str, StringConstraints(max_length=2048)] = ""
+    description: Annotated[Description, StringConstraints(max_length=2048)] = ""
     # The priority of a job that names none (a group's defaultPriority overrides it).
     default: bool = False
 

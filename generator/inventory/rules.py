@@ -18,7 +18,8 @@ from generator.inventory.quantity import MAX_QUANTITY, exact_arithmetic, format_
 from generator.inventory import accelerators, clusters, duration, servers
 from generator.inventory.rendered_names import RenderedName, rendered_names
 from generator.limits import MAX_NAME
-from generator.inventory.contract import allocated_amount, allocated_pods, default_priority, walltime_seconds
+from generator.inventory.contract import (SHARED_BY_A_NODE_POOL, allocated_amount, allocated_pods, default_priority,
+                                          node_pools, pods_per_node, walltime_seconds)
 from generator.inventory.naming import KUBERNETES_RESOURCE, flavor_name, reserved_namespaces, runtime_name
 
 Loc = tuple[str | int, ...]
@@ -224,6 +225,7 @@ def _check_classes(inventory: Inventory) -> Iterator[Finding]:
                 f"{resource} too: classes on the same nodes must request different resources")
         else:
             class_by_value[value, resource] = name
+        yield from _check_vendor(gpu_class, where + ("accelerator",))
         slicing = gpu_class.accelerator.timeSlicing
         if slicing is not None and gpu_class.perNode.gpus % slicing.replicas:
             yield where + ("perNode", "gpus"), (
@@ -251,6 +253,35 @@ def _check_classes(inventory: Inventory) -> Iterator[Finding]:
                 yield where + ("tolerations", index, "tolerationSeconds"), "needs effect NoExecute"
 
 
+def _check_vendor(gpu_class, where) -> Iterator[Finding]:
+    """A resource under a known vendor's domain is one its device plugin advertises; any other needs
+    unknownVendor: true, which a resource gpugen knows does not take. A time-sliced name needs timeSlicing."""
+    accelerator = gpu_class.accelerator
+    resource = accelerator.resource
+    advertised = accelerators.advertised(resource)
+    vendor = accelerators.VENDOR_BY_DOMAIN.get(accelerators.domain(resource))
+    if advertised and accelerator.unknownVendor:
+        yield where + ("unknownVendor",), (
+            f"{resource} is a resource {vendor.name}'s device plugin advertises, which gpugen knows: remove "
+            "unknownVendor (it would give up the checks gpugen makes for that vendor)")
+    elif advertised is False and not accelerator.unknownVendor:
+        yield where + ("resource",), (
+            f"{vendor.name}'s device plugin advertises no {resource} (it advertises {vendor.forms}): check the "
+            "name against the node (kubectl get node NODE -o jsonpath='{.status.allocatable}'), or set "
+            "accelerator.unknownVendor: true if a plugin gpugen does not know advertises it")
+    elif advertised is None and not accelerator.unknownVendor:
+        known = ", ".join(v.domain for v in accelerators.VENDORS)
+        yield where + ("resource",), (
+            f"gpugen knows no device plugin under {accelerators.domain(resource)} (it knows {known}): set "
+            "accelerator.unknownVendor: true to use it; gpugen then cannot check the name, nor refuse the variables, "
+            "mounts and annotations through which its container runtime could give a container devices it did not "
+            "request")
+    if accelerators.shared_name(resource) and accelerator.timeSlicing is None:
+        yield where + ("resource",), (
+            f"the device plugin names a resource {resource} when it shares each device in turn: say how, with "
+            "accelerator.timeSlicing.replicas")
+
+
 def _check_groups(inventory: Inventory) -> Iterator[Finding]:
     # A namespace in two groups, or twice in one, would render its objects twice: _check_rendered_names.
     for name, group in inventory.groups.items():
@@ -273,8 +304,8 @@ def _check_groups(inventory: Inventory) -> Iterator[Finding]:
             if class_name not in inventory.classes:
                 yield where, f"unknown class {class_name!r} (classes: {', '.join(sorted(inventory.classes))})"
                 continue
-            yield from _check_limits(group.cohort, allocation, inventory.classes[class_name], where)
-            yield from _check_derived_pods(allocation, inventory.classes[class_name], where)
+            yield from _check_limits(inventory, group.cohort, class_name, allocation, where)
+            yield from _check_derived_pods(inventory, class_name, allocation, where)
 
 
 def _check_access(inventory: Inventory) -> Iterator[Finding]:
@@ -306,19 +337,22 @@ def _check_access(inventory: Inventory) -> Iterator[Finding]:
                         f"{kind[:-1]} {identity!r} already belongs to group {other!r}: an identity is in one group")
 
 
-def _check_derived_pods(allocation: Allocation, gpu_class, where) -> Iterator[Finding]:
+def _check_derived_pods(inventory: Inventory, class_name: str, allocation: Allocation, where) -> Iterator[Finding]:
     """A pods quota derived from the GPUs must still fit the int64 every Kubernetes quantity is held in."""
     if allocation.pods is not None:
         return
-    pods = allocated_pods(allocation, gpu_class)
+    pods = allocated_pods(inventory, class_name, allocation)
     if pods > MAX_QUANTITY:
+        gpu_class = inventory.classes[class_name]
         yield where + ("gpus",), (
-            f"{allocation.gpus} GPUs at {gpu_class.perNode.pods} pods per {gpu_class.perNode.gpus} GPUs make a pods "
+            f"{allocation.gpus} GPUs at {pods_per_node(inventory, class_name)} pods per {gpu_class.perNode.gpus} "
+            "GPUs make a pods "
             f"quota of {pods}, larger than Kubernetes can hold "
             f"(at most 2^63-1 = {MAX_QUANTITY}); set pods explicitly")
 
 
-def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) -> Iterator[Finding]:
+def _check_limits(inventory: Inventory, cohort: str | None, class_name: str, allocation: Allocation,
+                  where) -> Iterator[Finding]:
     # Kueue's webhook: limits need a cohort; lendingLimit <= nominalQuota.
     for kind in ("borrowingLimit", "lendingLimit"):
         limits: ResourceAmounts | None = getattr(allocation, kind)
@@ -332,7 +366,7 @@ def _check_limits(cohort: str | None, allocation: Allocation, gpu_class, where) 
             limit = getattr(limits, resource)
             if limit is None:
                 continue
-            nominal = allocated_amount(allocation, resource, gpu_class)
+            nominal = allocated_amount(inventory, class_name, allocation, resource)
             if parse_quantity(str(limit)) > nominal:
                 yield where + (kind, resource), (
                     f"lends {limit}, more than the nominal {resource} quota {_show(resource, nominal)}")
@@ -344,26 +378,24 @@ def _show(resource: str, value: Decimal) -> str:
 
 def _check_capacity(inventory: Inventory) -> Iterator[Finding]:
     """Sum of nominal quotas per class and resource <= nodes x per-node allocatable: Kueue never checks this.
-    Classes on the same nodes (the same GPU class label value: MIG profiles of one node pool) each hold their own
-    accelerator resource, but share the nodes' CPU and memory: those add up over the pool."""
-    pools: dict[str | None, list[str]] = {}
+    Classes on the same nodes (contract.node_pools: MIG profiles of one node pool) each hold their own accelerator
+    resource, but share the nodes' CPU, memory and pod slots: those add up over the pool."""
+    pools = node_pools(inventory)
     for class_name, gpu_class in inventory.classes.items():
-        pools.setdefault(gpu_class.nodeSelector.get(inventory.cluster.gpuClassLabel), []).append(class_name)
-    for class_name, gpu_class in inventory.classes.items():
-        value = gpu_class.nodeSelector.get(inventory.cluster.gpuClassLabel)
-        pool = pools[value] if value is not None else [class_name]  # without the label: refused in _check_classes
+        pool = pools[class_name]
         first = inventory.classes[pool[0]]
-        if class_name != pool[0] and (gpu_class.nodes, gpu_class.perNode.cpu, gpu_class.perNode.memory) != (
-                first.nodes, first.perNode.cpu, first.perNode.memory):
+        shape = (gpu_class.nodes, gpu_class.perNode.cpu, gpu_class.perNode.memory, gpu_class.perNode.pods)
+        if class_name != pool[0] and shape != (first.nodes, first.perNode.cpu, first.perNode.memory,
+                                               first.perNode.pods):
             yield ("classes", class_name), (
                 f"selects the nodes of class {pool[0]!r} (same {inventory.cluster.gpuClassLabel}) but says "
-                f"otherwise of them: write the same nodes, perNode.cpu and perNode.memory ({first.nodes}, "
-                f"{first.perNode.cpu}, {first.perNode.memory})")
+                f"otherwise of them: write the same nodes, perNode.cpu, perNode.memory and perNode.pods "
+                f"({first.nodes}, {first.perNode.cpu}, {first.perNode.memory}, {first.perNode.pods})")
             continue
         for resource in KUBERNETES_RESOURCE:
-            shared = resource in ("cpu", "memory") and len(pool) > 1
+            shared = resource in SHARED_BY_A_NODE_POOL and len(pool) > 1
             if shared and class_name != pool[-1]:
-                continue  # a pool's CPU and memory are checked once, at its last class
+                continue  # a pool's CPU, memory and pods are checked once, at its last class
             members = pool if shared else [class_name]
             holders = [(group_name, member, group.allocations[member]) for member in members
                        for group_name, group in inventory.groups.items() if member in group.allocations]
@@ -371,13 +403,13 @@ def _check_capacity(inventory: Inventory) -> Iterator[Finding]:
             running = Decimal(0)
             tipping_point = None  # the first allocation (in file order) that takes the sum past capacity
             for group_name, member, allocation in holders:
-                running += allocated_amount(allocation, resource, inventory.classes[member])
+                running += allocated_amount(inventory, member, allocation, resource)
                 if running > capacity and tipping_point is None:
                     tipping_point = ("groups", group_name, "allocations", member, resource)
             if tipping_point is not None:
                 shares = ", ".join(
                     f"{group}{'' if not shared else ' on ' + member} "
-                    f"{_show(resource, allocated_amount(allocation, resource, inventory.classes[member]))}"
+                    f"{_show(resource, allocated_amount(inventory, member, allocation, resource))}"
                     for group, member, allocation in holders)
                 what = f"class {class_name}" if not shared else f"the nodes of classes {', '.join(pool)}"
                 unit = (f" ({accelerators.unit_plural(gpu_class)})"

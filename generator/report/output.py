@@ -10,6 +10,7 @@ import io
 from datetime import datetime, UTC
 from pathlib import Path
 
+from generator.freetext import matplotlib_text
 from generator.report.usage import RESOURCES, Report, Usage, bucket_means, iso
 from generator.errors import OutputRefused
 
@@ -115,14 +116,16 @@ def chart(report: Report, chart_format: str) -> bytes:
         # step="post": each value holds until the next point, as the table's left Riemann sum counts it.
         ax.stackplot(times, *stacks, labels=names, colors=[colors[name] for name in names], step="post")
         capacity = report.capacity[gpu_class]
-        unit = "GPUs" if report.units[gpu_class] == "GPU" else f"x {report.units[gpu_class]}"
+        # The unit is the inventory's free text: matplotlib would read a pair of $ in it as mathtext.
+        shown = matplotlib_text(report.units[gpu_class])
+        unit = "GPUs" if report.units[gpu_class] == "GPU" else f"x {shown}"
         ax.axhline(capacity, color="0.3", linestyle="--", linewidth=1, label=f"{capacity} {unit} in the class")
         top = max([capacity] + [sum(column) for column in zip(*stacks)])
         ax.set_ylim(0, top * 1.15 or 1)
         ax.set_xlim(times[0], datetime.fromtimestamp(period.end, UTC))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(gpu_class, loc="left")
-        ax.set_ylabel(unit if unit == "GPUs" else report.units[gpu_class], wrap=True)
+        ax.set_ylabel(unit if unit == "GPUs" else shown, wrap=True)
         ax.legend(loc="upper right", fontsize="small")
         locator = AutoDateLocator()
         ax.xaxis.set_major_locator(locator)

@@ -273,11 +273,10 @@ def usage_report(inventory: Inventory, period: Period, series: dict[SeriesKey, S
     gpus: dict[str, dict[str, Samples]] = {}
     for group_name, group in sorted(inventory.groups.items()):
         for class_name, allocation in sorted(group.allocations.items()):
-            gpu_class = inventory.classes[class_name]
             for field in RESOURCES:
                 samples = by_key.get((group_name, class_name, field))
                 used = integrate(samples, period) if samples else 0.0
-                allocated = float(allocated_amount(allocation, field, gpu_class)) * period.hours
+                allocated = float(allocated_amount(inventory, class_name, allocation, field)) * period.hours
                 usage.append(Usage(group_name, class_name, field, used / UNIT_SIZE[field],
                                    allocated / UNIT_SIZE[field]))
             gpus.setdefault(class_name, {})[group_name] = (by_key.get((group_name, class_name, "gpus"))

@@ -222,13 +222,43 @@ def test_a_job_setting_another_vendors_device_variable_is_refused(cluster, submi
     """A Job on the class's nodes that asks for none of the other vendor's devices but sets that vendor's
     device-selection variable: Kyverno's gpu-visibility refuses it (the variable is the device plugin's)."""
     gpu_class = cluster.inventory.classes[class_name]
-    variable, value = FOREIGN_ENV[accelerators.vendor(accelerators.resource(gpu_class))]
+    variable, value = FOREIGN_ENV[accelerators.domain(accelerators.resource(gpu_class))]
     group = PLAIN_JOB_GROUP[class_name]
     researcher = cluster.researchers[group]
     job = plain_job(cluster, researcher.namespaces[0], f"foreign-{class_name}", class_name, env={variable: value})
     with pytest.raises(ApiError) as refused:
         researcher.client.create(job)
     assert "gpu-visibility" in refused.value.message and variable in refused.value.message, refused.value.message
+
+
+@pytest.mark.parametrize("class_name", CLASSES)
+def test_a_request_of_one_unit_never_widens_through_the_vendors_own_variable(cluster, submitted, class_name):
+    """A Job asking for one unit of the class that also sets the variable its vendor's container runtime mounts
+    devices from (accelerators.VENDORS: NVIDIA_VISIBLE_DEVICES, AMD_VISIBLE_DEVICES, HABANA_VISIBLE_DEVICES) to
+    all: gpu-visibility refuses it, or the container's own value would win over the device plugin's."""
+    gpu_class = cluster.inventory.classes[class_name]
+    vendor = accelerators.VENDOR_BY_DOMAIN[accelerators.domain(accelerators.resource(gpu_class))]
+    variable = vendor.variables[0].name
+    group = PLAIN_JOB_GROUP[class_name]
+    researcher = cluster.researchers[group]
+    job = plain_job(cluster, researcher.namespaces[0], f"widened-{class_name}", class_name, env={variable: "all"})
+    with pytest.raises(ApiError) as refused:
+        researcher.client.create(job)
+    assert "gpu-visibility" in refused.value.message and variable in refused.value.message, refused.value.message
+
+
+def test_a_resource_no_quota_of_the_group_covers_is_refused_at_submission(cluster, submitted):
+    """A MIG profile the site never configured: Kueue would never admit the Job, so job-limits refuses it, naming
+    what the group can use instead."""
+    researcher = cluster.researchers["vision-lab"]
+    job = plain_job(cluster, researcher.namespaces[0], "unconfigured-mig", "a100-3g")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"nvidia.com/mig-2g.20gb": "1"}}
+    with pytest.raises(ApiError) as refused:
+        researcher.client.create(job)
+    message = refused.value.message
+    assert "job-limits" in message and "no quota of group vision-lab covers nvidia.com/mig-2g.20gb" in message, message
+    assert "nvidia.com/mig-3g.40gb (torch-a100-3g)" in message, message
 
 
 @pytest.mark.parametrize("class_name", CLASSES)

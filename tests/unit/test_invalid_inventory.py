@@ -44,6 +44,11 @@ def with_cluster(line: str) -> tuple[str, str]:
     return CLUSTERS[0], CLUSTERS[1].replace("\n\nclasses:\n", f"\n  {line}\n\nclasses:\n")
 
 
+def with_accelerator(text: str) -> tuple[str, str]:
+    """The edit that gives FLAME's class the accelerator `text` (YAML)."""
+    return f"    {GH200_IMAGE}\n", f"    {GH200_IMAGE}\n    accelerator: {text}\n"
+
+
 VISION_GPUS = "    allocations:\n      gh200:\n        gpus: 1\n        cpu: 36\n        memory: 240G\n  nlp-lab:"
 
 CASES = [
@@ -185,6 +190,78 @@ CASES = [
          "gh200-mig: {gpus: 7", "groups.vision-lab.allocations.gh200-mig.cpu",
          r"the nodes of classes gh200, gh200-mig cpu oversubscribed: groups are allocated 145 "
          r"\(vision-lab on gh200 36"),
+    # Classes on one node pool share its pod slots as they share its CPU and memory.
+    Case("mig-classes-share-the-nodes-pods",
+         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n"
+                          "    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
+                          "    accelerator: {resource: nvidia.com/mig-1g.12gb}\n"
+                          f"    {GH200_IMAGE}\n    nodes: 2\n    perNode: {{gpus: 7, cpu: 72, memory: 480G}}\n"
+                          "\ngroups:\n"),
+          ("        memory: 240G\n  nlp-lab:", "        memory: 240G\n"
+                                              "      gh200-mig: {gpus: 7, cpu: 1, memory: 1G, pods: 150}\n"
+                                              "  nlp-lab:")],
+         "gh200-mig: {gpus: 7", "groups.vision-lab.allocations.gh200-mig.pods",
+         r"the nodes of classes gh200, gh200-mig pods oversubscribed: groups are allocated 260 "
+         r"\(vision-lab on gh200 55, nlp-lab on gh200 55, vision-lab on gh200-mig 150\) but 2 nodes x 110 = 220"),
+    Case("mig-classes-disagree-on-their-pods",
+         [("\ngroups:\n", "  gh200-mig:\n    arch: arm64\n"
+                          "    nodeSelector: {nvidia.com/gpu.product: NVIDIA-GH200-480GB}\n"
+                          "    accelerator: {resource: nvidia.com/mig-1g.12gb}\n"
+                          f"    {GH200_IMAGE}\n    nodes: 2\n"
+                          "    perNode: {gpus: 7, cpu: 72, memory: 480G, pods: 250}\n"
+                          "\ngroups:\n")],
+         "  gh200-mig:", "classes.gh200-mig", r"write the same nodes, perNode.cpu, perNode.memory and perNode.pods"),
+    # A resource under a vendor's domain is one its device plugin advertises; another needs unknownVendor.
+    *[Case(f"resource-its-plugin-never-advertises-{resource.replace('/', '-')}",
+           [with_accelerator(f"{{resource: {resource}}}")],
+           resource, "classes.gh200.accelerator.resource",
+           rf"{vendor}'s device plugin advertises no {re.escape(resource)}")
+      for resource, vendor in [("habana.ai/gaudi3", "Intel Gaudi"), ("amd.com/gpus", "AMD"),
+                               ("nvidia.com/h100", "NVIDIA"), ("nvidia.com/gpu.shard", "NVIDIA"),
+                               ("gpu.intel.com/gpu", "Intel GPU")]],
+    Case("resource-of-a-vendor-gpugen-does-not-know",
+         [with_accelerator("{resource: example.com/npu}")],
+         "example.com/npu", "classes.gh200.accelerator.resource",
+         r"gpugen knows no device plugin under example.com .*set accelerator.unknownVendor: true"),
+    Case("unknown-vendor-said-of-a-known-resource",
+         [with_accelerator("{resource: amd.com/gpu, unknownVendor: true}")],
+         "amd.com/gpu, unknownVendor", "classes.gh200.accelerator.unknownVendor",
+         r"amd.com/gpu is a resource AMD's device plugin advertises"),
+    Case("shared-resource-without-time-slicing",
+         [with_accelerator("{resource: nvidia.com/mig-1g.12gb.shared}")],
+         "mig-1g.12gb.shared", "classes.gh200.accelerator.resource", r"accelerator.timeSlicing.replicas"),
+    Case("mig-attribute-the-plugin-never-writes",
+         [with_accelerator("{resource: nvidia.com/mig-1g.12gb.foo}")],
+         "mig-1g.12gb.foo", "classes.gh200.accelerator.resource", r"'1g.12gb.foo' is not a MIG profile"),
+    # Free text: refused where no output can show it as written (generator/freetext.py).
+    *[Case(f"free-text-{name}", [(at, edit)], at_line, field_path, reason)
+      for name, at, edit, at_line, field_path, reason in [
+          ("bidi-override-in-a-description",
+           "    description: NVIDIA GH200 Grace Hopper Superchip (H200 GPU, 72-core Grace CPU, NVLink-C2C)",
+           '    description: "NVIDIA \\u202eGH200"', "description: \"NVIDIA",
+           "classes.gh200.description", r"U\+202E, an invisible format character"),
+          ("zero-width-space-in-a-group-description",
+           "    description: Computer vision research group", '    description: "Computer\\u200bvision"',
+           "Computer", "groups.vision-lab.description", r"U\+200B"),
+          ("control-character-in-a-cache-value",
+           "    HF_HOME: /personal/.cache/huggingface", '    HF_HOME: "/personal/\\x1b[31m"', "HF_HOME",
+           "cluster.cacheEnv.HF_HOME", r"holds character U\+001B"),
+          ("line-break-in-a-cache-value",
+           "    HF_HOME: /personal/.cache/huggingface", '    HF_HOME: "/personal\\n/x"', "HF_HOME",
+           "cluster.cacheEnv.HF_HOME", r"holds a line break"),
+          ("line-separator-in-a-priority-description",
+           "    description: The default", '    description: "The\\u2028default"', "The\\u2028",
+           "priorities.normal.description", r"holds character U\+2028"),
+          ("grafana-variable-in-a-group-description",
+           "    description: Computer vision research group", "    description: Computer vision ${__user.login}",
+           "${__user", "groups.vision-lab.description", r"Grafana"),
+          ("blank-unit", *with_accelerator('{unit: "  "}'), "unit:",
+           "classes.gh200.accelerator.unit", r"only whitespace"),
+          ("formula-unit", *with_accelerator('{unit: "=1+1"}'),
+           "unit:", "classes.gh200.accelerator.unit", r"spreadsheet"),
+          ("grafana-variable-in-a-unit", *with_accelerator("{unit: $gpu}"),
+           "unit:", "classes.gh200.accelerator.unit", r"Grafana"),
+      ]],
     # Research groups' access and namespaces (issue 11).
     Case("identity-in-two-groups", [("        - oidc:nlp-lab\n", "        - oidc:vision-lab\n")], "- oidc:vision-lab",
          "groups.nlp-lab.identities.groups[0]", r"'oidc:vision-lab' already belongs to group 'vision-lab'",
@@ -311,7 +388,7 @@ CASES = [
     Case("covered-resources-over-kueue-limit",
          [("\ngroups:\n", "".join(f"  n{i:02d}:\n    arch: amd64\n    nodeSelector:\n"
                                   f"      nvidia.com/gpu.product: N{i}\n"
-                                  f"    accelerator: {{resource: example.com/npu-{i}}}\n"
+                                  f"    accelerator: {{resource: example.com/npu-{i}, unknownVendor: true}}\n"
                                   f"    {GH200_IMAGE}\n    nodes: 1\n    perNode: {{gpus: 1, cpu: 72, memory: 480G}}\n"
                                   for i in range(61)) + "\ngroups:\n"),
           (VISION_GPUS, VISION_GPUS.replace("    allocations:\n", "    allocations:\n" + "".join(

@@ -34,11 +34,12 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support import ORACLES, REPO, require_tool
-from simulation.go_tools import ModuleUnavailable, cache_dir, go, go_program, tidy_build_install
+from tests.support import REPO, require_tool
+from simulation.go_tools import ModuleUnavailable, cache_dir, go_program
 from simulation import go_tools
 from tests.support.kubeflow_sdk import train_job_from_sdk
-from tests.support.policy_corpus import CELPARSE_SOURCE, INVENTORIES, cel_go_version, expressions
+from tests.support.policy_corpus import (CELPARSE_SOURCE, INVENTORIES, cel_go_version, expressions, kyverno_engine,
+                                          kyverno_path)
 
 from generator import emit
 from generator.builders import core, kyverno, trainer
@@ -76,10 +77,6 @@ def policies_for(kind: str, inventory: str) -> tuple[str, ...]:
 FLAG = {"ValidatingPolicy": "isValidatingPolicy", "MutatingPolicy": "isMutatingPolicy"}  # kyverno-test.yaml
 API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1",
                 "JobSet": JOBSET.api_version}
-
-
-def kyverno_path() -> Path:
-    return cache_dir() / "bin" / f"kyverno-{pin('KYVERNO')}"
 
 
 # --- the case table ---------------------------------------------------------------------------------------
@@ -596,9 +593,6 @@ def test_harness_catches_a_wrong_expectation(tmp_path, run, inventories, case_ob
 
 # --- UPDATEs with a real oldObject, through Kyverno's CEL engine ----------------------------------------------
 
-ENGINE_SOURCE = ORACLES / "kyverno-engine" / "main.go"
-
-
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
@@ -614,32 +608,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory) -> Path:
-    """tests/oracles/kyverno-engine built against the pinned Kyverno (cached by version and source hash)."""
-    import hashlib
-    import shutil
-
-    version = pin("KYVERNO")
-    digest = hashlib.sha256(ENGINE_SOURCE.read_bytes()).hexdigest()[:12]
-    binary = cache_dir() / "bin" / f"kyverno-engine-{version}-{digest}"
-    if binary.is_file():
-        return binary
-    if shutil.which("go") is None or not kyverno_path().is_file():
-        message = "needs the Go toolchain and the kyverno CLI's modules"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run this check: {message}")
-        pytest.skip(message + "; run `make tools`")
-    work = tmp_path_factory.mktemp("engine")
-    shutil.copy(ENGINE_SOURCE, work / "main.go")
-    go(["mod", "init", "gpugen.local/policy-engine"], work)
-    # Kyverno's go.mod replaces k8s.io/pod-security-admission with its fork; `require` alone would not build.
-    module = json.loads(go(["mod", "download", "-json", f"github.com/kyverno/kyverno@{version}"], work))
-    upstream = json.loads(go(["mod", "edit", "-json", module["GoMod"]], work))
-    for replace in upstream.get("Replace") or []:
-        if replace["New"].get("Version"):
-            old = replace["Old"]["Path"] + (f"@{replace['Old']['Version']}" if replace["Old"].get("Version") else "")
-            go(["mod", "edit", f"-replace={old}={replace['New']['Path']}@{replace['New']['Version']}"], work)
-    go(["mod", "edit", f"-require=github.com/kyverno/kyverno@{version}"], work)
-    return tidy_build_install(work, binary)
+    return kyverno_engine(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

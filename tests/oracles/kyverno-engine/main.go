@@ -4,8 +4,9 @@
 //
 //	engine POLICY_FILE... < requests.json > responses.json
 //
-// requests.json: [{"id", "operation", "subResource", "username", "object", "oldObject", "namespaces"}]; namespaces are the
-// names of the existing namespaces (each gets the kubernetes.io/metadata.name label, as the API server sets it).
+// requests.json: [{"id", "operation", "subResource", "username", "object", "oldObject", "namespaces", "resources"}];
+// namespaces are the names of the existing namespaces (each gets the kubernetes.io/metadata.name label, as the API
+// server sets it); resources are the objects a policy's resource.Get finds (a namespace's job-limits ConfigMap).
 // responses.json: [{"id", "policy", "status", "message"}], one per policy that matched the request.
 package main
 
@@ -32,13 +33,14 @@ import (
 )
 
 type request struct {
-	ID          string                 `json:"id"`
-	Operation   string                 `json:"operation"`
-	SubResource string                 `json:"subResource"`
-	Username    string                 `json:"username"`
-	Object      map[string]interface{} `json:"object"`
-	OldObject   map[string]interface{} `json:"oldObject"`
-	Namespaces  []string               `json:"namespaces"`
+	ID          string                   `json:"id"`
+	Operation   string                   `json:"operation"`
+	SubResource string                   `json:"subResource"`
+	Username    string                   `json:"username"`
+	Object      map[string]interface{}   `json:"object"`
+	OldObject   map[string]interface{}   `json:"oldObject"`
+	Namespaces  []string                 `json:"namespaces"`
+	Resources   []map[string]interface{} `json:"resources"`
 }
 
 type response struct {
@@ -87,7 +89,17 @@ func run() error {
 		}
 		gvk := object.GroupVersionKind()
 		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(gvk.Kind) + "s"}
-		engineRequest := celengine.Request(libs.NewFakeContextProvider(), gvk, gvr, req.SubResource, object.GetName(), object.GetNamespace(),
+		cluster := libs.NewFakeContextProvider()
+		for _, found := range req.Resources {
+			resource := &unstructured.Unstructured{Object: found}
+			kind := resource.GroupVersionKind()
+			plural := schema.GroupVersionResource{Group: kind.Group, Version: kind.Version,
+				Resource: strings.ToLower(kind.Kind) + "s"}
+			if err := cluster.AddResource(plural, resource); err != nil {
+				return fmt.Errorf("%s: %w", req.ID, err)
+			}
+		}
+		engineRequest := celengine.Request(cluster, gvk, gvr, req.SubResource, object.GetName(), object.GetNamespace(),
 			admissionv1.Operation(req.Operation), authenticationv1.UserInfo{Username: req.Username}, object, oldObject, false, nil)
 		result, err := engine.Handle(context.TODO(), engineRequest, nil)
 		if err != nil {

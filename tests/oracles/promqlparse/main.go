@@ -4,7 +4,7 @@
 //
 //	promqlparse < expressions.json > results.json
 //
-// expressions.json: [{"id", "expression"}]. results.json: [{"id", "error", "type", "selectors"}], one per
+// expressions.json: [{"id", "expression"}]. results.json: [{"id", "error", "type", "selectors", "strings"}], one per
 // expression in order: error is empty when the expression parses; type is the expression's value type
 // (vector, scalar, matrix, string); selectors are its vector selectors, each with the metric name and the label
 // names it uses: those of its matchers and the grouping labels of the nearest aggregation above it (so `max by
@@ -38,6 +38,28 @@ type result struct {
 	Error     string     `json:"error"`
 	Type      string     `json:"type"`
 	Selectors []selector `json:"selectors"`
+	// Strings are the values the expression's string literals and label matchers hold, in the order they appear:
+	// what a string written into the query reads as once parsed.
+	Strings []string `json:"strings"`
+}
+
+// strings lists the value of every string literal and label matcher of expr (the metric name's excepted).
+func strings_(expr parser.Expr) []string {
+	found := []string{}
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		switch n := node.(type) {
+		case *parser.StringLiteral:
+			found = append(found, n.Val)
+		case *parser.VectorSelector:
+			for _, m := range n.LabelMatchers {
+				if m.Name != labels.MetricName {
+					found = append(found, m.Value)
+				}
+			}
+		}
+		return nil
+	})
+	return found
 }
 
 func selectors(expr parser.Expr) []selector {
@@ -122,7 +144,7 @@ func main() {
 	p := parser.NewParser(parser.Options{})
 	results := []result{}
 	for _, e := range expressions {
-		r := result{ID: e.ID, Selectors: []selector{}}
+		r := result{ID: e.ID, Selectors: []selector{}, Strings: []string{}}
 		expr, err := p.ParseExpr(e.Expression)
 		if err == nil {
 			err = droppedLabels(expr)
@@ -132,6 +154,7 @@ func main() {
 		} else {
 			r.Type = string(expr.Type())
 			r.Selectors = selectors(expr)
+			r.Strings = strings_(expr)
 		}
 		results = append(results, r)
 	}
