@@ -78,6 +78,13 @@ def markdown(text: str) -> str:
     return _MARKDOWN_BLOCK_START.sub(lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3], text)
 
 
+def markdown_sentence(text: str) -> str:
+    """`text` and a full stop, as a paragraph of its own: a text of digits alone would make the stop an ordered
+    list's marker, so it is escaped there."""
+    shown = markdown(text)
+    return shown + ("\\." if re.fullmatch(r"[0-9]{1,9}", shown) else ".")
+
+
 def markdown_code(text: str) -> str:
     """`text` as a Markdown code span whose content is exactly `text`, in a table cell too: a fence longer than
     any run of backticks inside, a space inside each end where CommonMark would otherwise strip or join one, and

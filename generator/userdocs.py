@@ -13,7 +13,7 @@ from pathlib import Path
 from string import Template
 
 from generator.builders import grafana
-from generator.freetext import markdown, markdown_code
+from generator.freetext import markdown, markdown_code, markdown_sentence
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.inventory import accelerators, clusters, duration
 from generator.inventory.models import GpuClass, Inventory
@@ -52,7 +52,7 @@ def _runtime_section(inventory: Inventory, name: str, gpu_class: GpuClass) -> st
         resource=accelerators.resource(gpu_class),
         kind_note=_kind_note(gpu_class),
         runtime=runtime_name(name),
-        description=f"{markdown(gpu_class.description)}.\n\n" if gpu_class.description else "",
+        description=f"{markdown_sentence(gpu_class.description)}\n\n" if gpu_class.description else "",
         class_name=name,
         flavor=flavor_name(name, gpu_class),
         arch=gpu_class.arch,

@@ -158,3 +158,24 @@ def test_each_vendors_rules_appear_only_where_its_classes_are(inventory_path):
     nvidia = accelerators.NVIDIA in present
     assert ("kubectl debug" in rendered) == nvidia and ("void" in rendered) == nvidia
     assert ("pod-gpu-visibility" in rendered) == nvidia
+
+
+def test_render_says_what_it_cannot_check_for_a_vendor_it_does_not_know(tmp_path):
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    inventory = tmp_path / "gpu_classes.yaml"
+    inventory.write_text(EXAMPLE.read_text(encoding="utf-8").replace(
+        "      resource: habana.ai/gaudi\n", "      resource: example.com/npu\n      unknownVendor: true\n"))
+    args = ["render", "--inventory", str(inventory), "--out", str(tmp_path / "rendered"),
+            "--bootstrap-out", str(tmp_path / "bootstrap"), "--docs-out", str(tmp_path / "runtimes.md")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert ("warning: class gaudi3 requests example.com/npu, whose device plugin gpugen does not know "
+            "(accelerator.unknownVendor): it cannot check") in result.stderr, result.stderr
+    # No Gaudi class left: nothing to say of Habana's images.
+    assert "HABANA" not in result.stderr
+    with_gaudi = CliRunner().invoke(main, [*args[:2], str(EXAMPLE), *args[3:]])
+    assert with_gaudi.exit_code == 0 and "warning: Intel Gaudi classes: an image that sets HABANA_VISIBLE_DEVICES" \
+        in with_gaudi.stderr, with_gaudi.stderr

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
@@ -166,13 +166,15 @@ def check_report(inventory, text: str, tmp_path: Path) -> None:
     # The label matplotlib draws: the text as it is, not mathtext (which a pair of $ would start, or fail on).
     label = Text(text=freetext.matplotlib_text(text))
     assert label._preprocess_math(label.get_text()) == (text, False)
-    picture = output.chart(report, "svg")
-    assert picture.startswith(b"<?xml")
+    if "$" in text or "\\" in text:
+        # What matplotlib's text parser reads: the chart draws (a broken mathtext would raise). Drawing takes a
+        # second, so only such texts are drawn.
+        assert output.chart(report, "svg").startswith(b"<?xml")
 
 
 @pytest.fixture(scope="module")
 def oracles(tmp_path_factory):
-    require_tool(kyverno_path())
+    require_tool(kyverno_path(), f"kyverno CLI {pin('KYVERNO')}", "run `make tools` (tools/build.sh kyverno)")
     engine = kyverno_engine(tmp_path_factory)
     promql = go_program(ORACLES / "promqlparse" / "main.go", "gpugen.local/promqlparse",
                         [f"github.com/prometheus/prometheus@{pin('PROMETHEUS')}"], tmp_path_factory)
@@ -241,11 +243,19 @@ def parse_promql(promql: Path, texts: list[str]) -> dict[str, list[str]]:
     return {texts[int(r["id"])]: r for r in json.loads(done.stdout)}
 
 
+# The cases and their kin, in every run beside the drawn batches.
+NAMED = ["1/4 | `slice` *of* an L40S", "\U0001f600 card", "1", "a\u202eb", "x\\", "$$5$$ card", "{{ .Values }}",
+         "# heading", "<script>x</script>", "&lt;", "- item", "=SUM(A1)", "MI300X \u00e9\u4e2d", "\ufeffbom",
+         "a\u200db", "[link](http://x)"]
+
+
 @pytest.mark.tools
-@settings(max_examples=BATCHES, deadline=None, derandomize=True, database=None,
+@settings(max_examples=BATCHES, deadline=None, derandomize=True, database=None, report_multiple_bugs=False,
+          phases=[Phase.explicit, Phase.generate],  # a batch is its own report: shrinking one takes minutes
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.data_too_large])
 @given(texts=st.lists(TEXT, min_size=BATCH, max_size=BATCH, unique=True))
+@example(texts=NAMED)
 def test_free_text_reads_back_from_every_output(texts, oracles, tmp_path_factory):
     engine, promql = oracles
     work = tmp_path_factory.mktemp("free-text")

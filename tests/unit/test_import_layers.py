@@ -16,7 +16,8 @@ GENERATOR = Path(__file__).resolve().parents[2] / "generator"
 # Lowest first. A unit is a package (generator.inventory) or a top-level module (generator.tree).
 LAYERS = [
     ("facts", {"generator.errors", "generator.versions", "generator.components", "generator.kinds",
-               "generator.layout", "generator.limits", "generator.emit", "generator.parallel"}),
+               "generator.layout", "generator.limits", "generator.emit", "generator.parallel",
+               "generator.freetext"}),
     ("inventory", {"generator.inventory"}),
     ("builders", {"generator.builders"}),
     ("trees and files", {"generator.tree", "generator.userdocs", "generator.plan", "generator.files",

@@ -6,7 +6,8 @@
 //
 // requests.json: [{"id", "operation", "subResource", "username", "object", "oldObject", "namespaces", "resources"}];
 // namespaces are the names of the existing namespaces (each gets the kubernetes.io/metadata.name label, as the API
-// server sets it); resources are the objects a policy's resource.Get finds (a namespace's job-limits ConfigMap).
+// server sets it); resources are the objects a policy's resource.Get finds (a namespace's job-limits ConfigMap),
+// those of every request alike.
 // responses.json: [{"id", "policy", "status", "message"}], one per policy that matched the request.
 package main
 
@@ -65,12 +66,27 @@ func run() error {
 	if len(loaded.ValidatingPolicies) == 0 {
 		return fmt.Errorf("no ValidatingPolicy in %v", os.Args[1:])
 	}
-	provider, err := vpolengine.NewProvider(vpolcompiler.NewCompiler(), loaded.ValidatingPolicies, nil)
-	if err != nil {
-		return err
-	}
 	var requests []request
 	if err := json.NewDecoder(os.Stdin).Decode(&requests); err != nil {
+		return err
+	}
+	// The policies' resource library reads the global library context the compiler captures (libs.GetLibsCtx),
+	// not the request's: every request's resources go into it before the policies are compiled.
+	cluster := libs.NewFakeContextProvider()
+	for _, req := range requests {
+		for _, found := range req.Resources {
+			resource := &unstructured.Unstructured{Object: found}
+			kind := resource.GroupVersionKind()
+			plural := schema.GroupVersionResource{Group: kind.Group, Version: kind.Version,
+				Resource: strings.ToLower(kind.Kind) + "s"}
+			if err := cluster.AddResource(plural, resource); err != nil {
+				return fmt.Errorf("%s: %w", req.ID, err)
+			}
+		}
+	}
+	libs.LibraryContext = cluster
+	provider, err := vpolengine.NewProvider(vpolcompiler.NewCompiler(), loaded.ValidatingPolicies, nil)
+	if err != nil {
 		return err
 	}
 	responses := []response{}
@@ -89,16 +105,6 @@ func run() error {
 		}
 		gvk := object.GroupVersionKind()
 		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(gvk.Kind) + "s"}
-		cluster := libs.NewFakeContextProvider()
-		for _, found := range req.Resources {
-			resource := &unstructured.Unstructured{Object: found}
-			kind := resource.GroupVersionKind()
-			plural := schema.GroupVersionResource{Group: kind.Group, Version: kind.Version,
-				Resource: strings.ToLower(kind.Kind) + "s"}
-			if err := cluster.AddResource(plural, resource); err != nil {
-				return fmt.Errorf("%s: %w", req.ID, err)
-			}
-		}
 		engineRequest := celengine.Request(cluster, gvk, gvr, req.SubResource, object.GetName(), object.GetNamespace(),
 			admissionv1.Operation(req.Operation), authenticationv1.UserInfo{Username: req.Username}, object, oldObject, false, nil)
 		result, err := engine.Handle(context.TODO(), engineRequest, nil)
