@@ -198,3 +198,34 @@ def test_the_mixed_accelerators_rules_pass_promtool_check(promtool, tmp_path):
         files[-1].write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
     result = subprocess.run([promtool, "check", "rules", *map(str, files)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_runbook_url_from_the_inventory_reaches_the_alert_as_written(promtool, tmp_path):
+    """Prometheus expands every alert annotation as a Go template: a runbook URL holding template delimiters is
+    written so that the firing alert carries it unchanged (freetext.go_template_text), not executed or refused."""
+    from generator.builders import prometheus
+    from generator.inventory import load_inventory_text
+
+    url = "https://wiki.example.org/{{.Labels}}/gpu}}{{x"
+    flame = (REPO / "gpu_classes.yaml").read_text(encoding="utf-8")
+    line = "    runbookURL: https://github.com/urcf/flame-gitops/blob/main/docs/monitoring.md\n"
+    assert line in flame
+    inventory = load_inventory_text(flame.replace(line, f"    runbookURL: '{url}'\n"), "gpu_classes.yaml")
+    rules = [obj for obj in prometheus.monitoring_objects(inventory) if obj["kind"] == "PrometheusRule"]
+    files = []
+    for index, rule in enumerate(rules):
+        files.append(tmp_path / f"{index}.yaml")
+        files[-1].write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
+    alert = "GPUJobsEvictedPodsNotReady"
+    name, series, eval_time, expected = CASES[alert][0]
+    [firing] = expected_alerts(alert, expected)
+    firing["exp_annotations"]["runbook_url"] = f"{url}#{alert.lower()}"
+    test_file = tmp_path / "test.yaml"
+    test_file.write_text(yaml.safe_dump({
+        "rule_files": [f.name for f in files], "evaluation_interval": "1m",
+        "tests": [{"name": name, "interval": "1m", "input_series": [{"series": s, "values": v} for s, v in series],
+                   "alert_rule_test": [{"eval_time": eval_time, "alertname": alert, "exp_alerts": [firing]}]}]},
+        sort_keys=False))
+    result = subprocess.run([promtool, "test", "rules", str(test_file)], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
