@@ -57,23 +57,36 @@ from simulation.waiting import ceiling
 HERE = REPO / "tests" / "policies"
 CASES_FILE = HERE / "cases.yaml"
 TRAINER_CRDS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
-# The policies that match each kind (every one of them is checked for every case of that kind).
-POLICIES_FOR = {
-    "TrainJob": (kyverno.CLAIMS, kyverno.RUNTIME, kyverno.PLACEMENT, kyverno.QUEUE, kyverno.OWNERSHIP,
-                 kyverno.GPU_VISIBILITY, kyverno.IMAGE_ARCH, kyverno.DEFAULTS, kyverno.PROCESSES, kyverno.LIMITS),
-    "Job": (kyverno.CLAIMS, kyverno.QUEUE, kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY, kyverno.DEFAULTS, kyverno.LIMITS),
-    "JobSet": (kyverno.OWNERSHIP, kyverno.GPU_VISIBILITY),
-    "Pod": (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.GPU_PODS, kyverno.GPU_VISIBILITY,
-            kyverno.LIMITS),
-}
-MUTATING = (kyverno.MOUNT_STORAGE, kyverno.MUTATE_GPU_VISIBILITY, kyverno.DEFAULTS, kyverno.PROCESSES)
+# Each kind a case sends: its API group and resource, as a policy's matchConstraints name them.
+RESOURCE_OF = {"TrainJob": (trainer.API_VERSION.rpartition("/")[0], "trainjobs"), "Job": ("batch", "jobs"),
+               "JobSet": (JOBSET.name, "jobsets"), "Pod": ("", "pods")}
 
 
 @cache
-def policies_for(kind: str, inventory: str) -> tuple[str, ...]:
-    """POLICIES_FOR[kind] that the inventory renders (trainjob-processes only where a class needs it)."""
-    rendered = {policy["metadata"]["name"] for policy in kyverno.policies(load_inventory(INVENTORIES[inventory]))}
-    return tuple(policy for policy in POLICIES_FOR[kind] if policy in rendered)
+def admission_policies(inventory: str) -> tuple[dict[str, Any], ...]:
+    """The inventory's rendered policies that judge admission requests (not the DeletingPolicy), in render order."""
+    return tuple(p for p in kyverno.policies(load_inventory(INVENTORIES[inventory]))
+                 if p["kind"] in ("ValidatingPolicy", "MutatingPolicy"))
+
+
+def matches(policy: dict[str, Any], kind: str, operation: str, subresource: str | None = None) -> bool:
+    """Whether the policy's own matchConstraints take a request of this kind, operation and subresource."""
+    group, plural = RESOURCE_OF[kind]
+    resource = f"{plural}/{subresource}" if subresource else plural
+    return any(group in rule["apiGroups"] and resource in rule["resources"]
+               and (operation in rule["operations"] or "*" in rule["operations"])
+               for rule in policy["spec"]["matchConstraints"]["resourceRules"])
+
+
+@cache
+def policies_for(kind: str, inventory: str, operation: str = "CREATE", subresource: str | None = None,
+                 mutating: bool = True) -> tuple[str, ...]:
+    """The policies the inventory renders that a request of this kind and operation meets (every one of them is
+    checked for every case of that kind), read from their matchConstraints."""
+    return tuple(p["metadata"]["name"] for p in admission_policies(inventory)
+                 if matches(p, kind, operation, subresource) and (mutating or p["kind"] != "MutatingPolicy"))
+
+
 FLAG = {"ValidatingPolicy": "isValidatingPolicy", "MutatingPolicy": "isMutatingPolicy"}  # kyverno-test.yaml
 API_VERSIONS = {"TrainJob": trainer.API_VERSION, "Job": "batch/v1", "Pod": "v1",
                 "JobSet": JOBSET.api_version}
@@ -140,8 +153,9 @@ def parse_cases(spec: dict[str, Any], section: str = "cases") -> list[Case]:
         assert not case.error or case.deny, f"case {case.id}: error goes with deny"
         assert set(case.claims) <= {"home", "workspace"}, f"case {case.id}: claims are home and workspace"
         assert case.user in spec["users"], f"case {case.id}: unknown user {case.user}"
-        assert case.kind in POLICIES_FOR, f"case {case.id}: no policies for kind {case.kind}"
-        assert case.deny is None or case.deny in POLICIES_FOR[kind], f"case {case.id}: {case.deny} is not for {kind}"
+        assert case.kind in RESOURCE_OF, f"case {case.id}: no policies for kind {case.kind}"
+        judging = policies_for(case.kind, case.inventory, case.operation, case.subresource)
+        assert case.deny is None or case.deny in judging, f"case {case.id}: {case.deny} does not judge it"
         cases.append(case)
     ids = Counter(case.id for case in cases)
     assert not [i for i, n in ids.items() if n > 1], f"duplicate cases: {[i for i, n in ids.items() if n > 1]}"
@@ -311,7 +325,7 @@ def build_suites(root: Path, inventories: dict[str, Inventory], objects: dict, c
         test["clusterResources"] = ["cluster.yaml"]
         results = []
         for case in suite.cases:
-            for policy in policies_for(case.kind, case.inventory):
+            for policy in policies_for(case.kind, case.inventory, case.operation):
                 expected = ("error" if case.error else "fail") if policy == case.deny else "pass"
                 result: dict[str, Any] = {
                     "policy": policy,
@@ -521,7 +535,7 @@ def test_every_suite_ran_and_the_cli_reports_no_failure(run):
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_case(run, case):
     rows = run.by_case[case.index]
-    assert [policy for policy, _ in rows] == list(policies_for(case.kind, case.inventory))
+    assert [policy for policy, _ in rows] == list(policies_for(case.kind, case.inventory, case.operation))
     resource = f"{API_VERSIONS[case.kind]}/{case.kind}/{case.namespace}/{case.name}"
     for policy, row in rows:
         where = f"{policy} on {resource} ({case.operation} as {case.user}): {row}"
@@ -646,9 +660,8 @@ def update_responses(engine, tmp_path_factory, inventories, case_objects) -> dic
 @pytest.mark.tools
 @pytest.mark.parametrize("case", UPDATES, ids=[case.id for case in UPDATES])
 def test_update(update_responses, case):
-    # ValidatingPolicies only; of the Pod policies only gpu-visibility matches an UPDATE (of ephemeralcontainers).
-    expected = [p for p in policies_for(case.kind, case.inventory)
-                if p not in MUTATING and not (case.kind == "Pod" and p in (kyverno.GPU_PODS, kyverno.LIMITS))]
+    # The ValidatingPolicies that take the UPDATE (of a Pod, only that of its ephemeral containers).
+    expected = list(policies_for(case.kind, case.inventory, "UPDATE", case.subresource, mutating=False))
     got = update_responses[case.index]
     assert [r["policy"] for r in got] == expected, got
     for response in got:
