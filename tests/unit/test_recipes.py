@@ -1,0 +1,115 @@
+"""The recipes of CONTRIBUTING.md, carried out as written: each block under a `<!-- recipe NAME: FILE, WHERE -->`
+marker is put into a copy of the tree where the marker says, then the copy renders an inventory that uses the new
+piece and runs the unit tier's checks for it. A recipe whose blocks no longer fit the code, or that leaves a step
+out, fails here.
+
+WHERE is one of `before "TEXT"`, `after "TEXT"` (after the line starting with TEXT) and `replace "TEXT"`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulation.waiting import ceiling
+from tests.support import REPO
+
+CONTRIBUTING = REPO / "CONTRIBUTING.md"
+_MARKER = re.compile(r'<!-- recipe (?P<recipe>[\w-]+): (?P<file>\S+), (?P<how>before|after|replace) "(?P<text>[^"]+)" -->'
+                     r"\s*```\w*\n(?P<block>.*?)\n\s*```", re.DOTALL)
+
+
+def steps(recipe: str) -> list[dict[str, str]]:
+    found = [m.groupdict() for m in _MARKER.finditer(CONTRIBUTING.read_text(encoding="utf-8"))
+             if m["recipe"] == recipe]
+    assert found, f"CONTRIBUTING.md has no step of the recipe {recipe!r}"
+    for step in found:
+        # The blocks sit in a list item: their indent is Markdown's, not the file's.
+        lines = step["block"].splitlines()
+        indent = min(len(line) - len(line.lstrip(" ")) for line in lines if line.strip())
+        step["block"] = "\n".join(line[indent:] for line in lines)
+    return found
+
+
+def carry_out(tree: Path, step: dict[str, str]) -> None:
+    path = tree / step["file"]
+    text = path.read_text(encoding="utf-8")
+    anchor, block = step["text"], step["block"]
+    assert text.count(anchor) == 1, f"{step['file']}: {anchor!r} is not there once"
+    if step["how"] == "replace":
+        text = text.replace(anchor, block)
+    elif step["how"] == "before":
+        text = text.replace(anchor, block + "\n" + anchor)
+    else:
+        start = text.index(anchor)
+        end = text.index("\n", start) + 1
+        text = text[:end] + block + "\n" + text[end:]
+    path.write_text(text, encoding="utf-8")
+
+
+def tree_copy(tmp_path: Path) -> Path:
+    """The checkout's tracked files, as a new clone would have them."""
+    tree = tmp_path / "tree"
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in listed.decode().split("\0"):
+        if name and (REPO / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, tree / name)
+    return tree
+
+
+def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    # The copy's own packages come first on the path: `python -m` puts its working directory there.
+    return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, timeout=ceiling(300))
+
+
+VENDOR_CHECKS = ["tests/unit/test_accelerators.py", "-p", "no:cacheprovider", "-q"]
+
+
+@pytest.fixture(scope="module")
+def vendor_tree(tmp_path_factory) -> Path:
+    tree = tree_copy(tmp_path_factory.mktemp("recipe-vendor"))
+    for step in steps("vendor"):
+        carry_out(tree, step)
+    return tree
+
+
+def test_the_vendor_recipe_leaves_no_step_out(tmp_path):
+    """Every step is needed: the facts without the docs' row fail the unit checks, naming the channels."""
+    tree = tree_copy(tmp_path)
+    for step in steps("vendor"):
+        if step["file"] != "docs/policies.md":
+            carry_out(tree, step)
+    checked = run(tree, "-m", "pytest", *VENDOR_CHECKS, "-k", "guardrails_page")
+    assert checked.returncode == 1, checked.stdout[-3000:]
+    assert "docs/policies.md does not name ['SCRATCH_VISIBLE_DEVICES', 'SCRATCH_DEVICE_'" in checked.stdout, \
+        checked.stdout[-3000:]
+
+
+def test_a_vendor_added_by_the_recipe_is_guarded_and_checked(vendor_tree):
+    tree = vendor_tree
+    inventory = tree / "scratch.yaml"
+    inventory.write_text((tree / "tests" / "policies" / "amd-gaudi.yaml").read_text(encoding="utf-8").replace(
+        "      resource: habana.ai/gaudi\n      unit: Gaudi 3 card\n",
+        "      resource: npu.example.org/npu-half\n      unit: half an NPU\n"), encoding="utf-8")
+    rendered = run(tree, "-m", "generator", "render", "--inventory", str(inventory), "--out", "out/rendered",
+                   "--bootstrap-out", "out/bootstrap", "--docs-out", "out/runtimes.md")
+    assert rendered.returncode == 0, rendered.stderr
+    # A vendor gpugen knows now: no unknownVendor, no warning about what it cannot check.
+    assert "does not know" not in rendered.stderr, rendered.stderr
+    policy = (tree / "out" / "rendered" / "kyverno" / "validatingpolicy" / "gpu-visibility.yaml").read_text()
+    for channel in ("SCRATCH_VISIBLE_DEVICES", "SCRATCH_DEVICE_", "devices.npu.example.org"):
+        assert channel in policy, channel
+    assert "npu.example.org/npu-half" in (tree / "out" / "runtimes.md").read_text()
+    # A name its plugin does not advertise is refused at its line, as for every vendor.
+    typo = tree / "typo.yaml"
+    typo.write_text(inventory.read_text().replace("npu.example.org/npu-half", "npu.example.org/npus"))
+    refused = run(tree, "-m", "generator", "render", "--inventory", str(typo), "--check")
+    assert refused.returncode == 2, refused.stderr
+    assert "Scratch NPU's device plugin advertises no npu.example.org/npus" in refused.stderr, refused.stderr
+    checked = run(tree, "-m", "pytest", *VENDOR_CHECKS)
+    assert checked.returncode == 0, checked.stdout[-3000:]
