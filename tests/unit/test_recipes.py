@@ -19,7 +19,8 @@ from simulation.waiting import ceiling
 from tests.support import REPO
 
 CONTRIBUTING = REPO / "CONTRIBUTING.md"
-_MARKER = re.compile(r'<!-- recipe (?P<recipe>[\w-]+): (?P<file>\S+), (?P<how>before|after|replace) "(?P<text>[^"]+)" -->'
+_MARKER = re.compile(r"<!-- recipe (?P<recipe>[\w-]+): (?P<file>\S+), "
+                     r'(?P<how>before|after|replace) "(?P<text>[^"]+)" -->'
                      r"\s*```\w*\n(?P<block>.*?)\n\s*```", re.DOTALL)
 
 
