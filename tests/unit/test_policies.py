@@ -731,6 +731,14 @@ def test_policies_follow_the_inventory(inventories):
             assert expression == {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
 
 
+def test_every_policy_is_in_the_guardrails_page(inventories):
+    """docs/policies.md's table of policies has a row for each policy any corpus inventory renders."""
+    page = (REPO / "docs" / "policies.md").read_text(encoding="utf-8")
+    names = {p["metadata"]["name"] for inventory in inventories.values() for p in kyverno.policies(inventory)}
+    missing = sorted(name for name in names if f"\n| `{name}` |" not in page)
+    assert not missing, f"docs/policies.md's table of policies has no row for {missing}"
+
+
 def test_every_policy_enforces(inventories):
     for policy in kyverno.policies(inventories["flame"]):
         spec = policy["spec"]

@@ -3,10 +3,12 @@ marker is put into a copy of the tree where the marker says, then the copy rende
 piece and runs the unit tier's checks for it. A recipe whose blocks no longer fit the code, or that leaves a step
 out, fails here.
 
-WHERE is one of `before "TEXT"`, `after "TEXT"` (after the line starting with TEXT) and `replace "TEXT"`."""
+WHERE is one of `before "TEXT"`, `after "TEXT"` (after the line starting with TEXT), `replace "TEXT"` and
+`create ""` (a new file)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -17,10 +19,11 @@ import pytest
 
 from simulation.waiting import ceiling
 from tests.support import REPO
+from tests.support.policy_corpus import kyverno_engine
 
 CONTRIBUTING = REPO / "CONTRIBUTING.md"
 _MARKER = re.compile(r"<!-- recipe (?P<recipe>[\w-]+): (?P<file>\S+), "
-                     r'(?P<how>before|after|replace) "(?P<text>[^"]+)" -->'
+                     r'(?P<how>before|after|replace|create) "(?P<text>[^"]*)" -->'
                      r"\s*```\w*\n(?P<block>.*?)\n\s*```", re.DOTALL)
 
 
@@ -38,6 +41,10 @@ def steps(recipe: str) -> list[dict[str, str]]:
 
 def carry_out(tree: Path, step: dict[str, str]) -> None:
     path = tree / step["file"]
+    if step["how"] == "create":
+        assert not path.exists(), f"{step['file']} exists already"
+        path.write_text(step["block"] + "\n", encoding="utf-8")
+        return
     text = path.read_text(encoding="utf-8")
     anchor, block = step["text"], step["block"]
     assert text.count(anchor) == 1, f"{step['file']}: {anchor!r} is not there once"
@@ -114,3 +121,58 @@ def test_a_vendor_added_by_the_recipe_is_guarded_and_checked(vendor_tree):
     assert "Scratch NPU's device plugin advertises no npu.example.org/npus" in refused.stderr, refused.stderr
     checked = run(tree, "-m", "pytest", *VENDOR_CHECKS)
     assert checked.returncode == 0, checked.stdout[-3000:]
+
+
+def test_the_guardrail_recipe_leaves_no_step_out(tmp_path):
+    """Without its docs row, the policy's unit checks fail, naming it."""
+    tree = tree_copy(tmp_path)
+    for step in steps("guardrail"):
+        if step["file"] != "docs/policies.md":
+            carry_out(tree, step)
+    checked = run(tree, "-m", "pytest", "tests/unit/test_policies.py", "-p", "no:cacheprovider", "-q",
+                  "-k", "guardrails_page")
+    assert checked.returncode == 1, checked.stdout[-3000:]
+    assert "has no row for ['scratch-job-names']" in checked.stdout, checked.stdout[-3000:]
+
+
+def test_a_guardrail_added_by_the_recipe_is_rendered_and_judges(tmp_path):
+    tree = tree_copy(tmp_path)
+    for step in steps("guardrail"):
+        carry_out(tree, step)
+    rendered = run(tree, "-m", "generator", "render")
+    assert rendered.returncode == 0, rendered.stderr
+    policy = tree / "rendered" / "kyverno" / "validatingpolicy" / "scratch-job-names.yaml"
+    assert policy.is_file(), rendered.stdout
+    # The unit tier's checks of every policy: its CEL parses with cel-go, its template takes exactly its
+    # parameters, it enforces (Deny, Fail, one shared selector) and the docs list it.
+    checked = run(tree, "-m", "pytest", "tests/unit/test_policies.py", "-p", "no:cacheprovider", "-q", "-k",
+                  "every_cel_expression_parses or templates_need or every_policy_enforces or guardrails_page "
+                  "or policies_follow_the_inventory or render_is_deterministic")
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    # Kyverno's engine, the admission controller's packages, judges a Job with it.
+    engine = kyverno_engine(_Factory(tmp_path))
+    jobs = [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "vision-lab"},
+             "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                            "containers": [{"name": "main", "image": "busybox:1.37"}]}}}}
+            for name in ("tmp-sweep", "sweep")]
+    requests = [{"id": job["metadata"]["name"], "operation": "CREATE", "subResource": "", "username": "alice",
+                 "object": job, "oldObject": None, "namespaces": ["vision-lab"], "resources": []} for job in jobs]
+    done = subprocess.run([str(engine), str(policy)], input=json.dumps(requests), capture_output=True, text=True,
+                          timeout=ceiling(30))
+    assert done.returncode == 0, done.stderr
+    verdicts = {(r["id"], r["status"]): r["message"] for r in json.loads(done.stdout)}
+    assert verdicts.get(("tmp-sweep", "fail")) == (
+        "rename Job tmp-sweep: names starting with tmp- are the platform's"), verdicts
+    assert ("sweep", "pass") in verdicts, verdicts
+
+
+class _Factory:
+    """tmp_path_factory's one method the engine's build uses."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def mktemp(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir()
+        return path
