@@ -242,10 +242,9 @@ def _cluster_component_objects(inventory: Inventory) -> list[dict[str, Any]]:
             objects.append(chart_repository(inventory, name))
         namespaces = list(dict.fromkeys(component.namespace for *_, component in installs))
         project = _component_project(inventory, name, namespaces)
-        # Kueue's chart binds its visibility server in kube-system on each cluster (components/kueue/values.py).
         project["spec"]["destinations"] = [
             {"server": server, "namespace": namespace} for _, server, _, _, component in installs
-            for namespace in (component.namespace, *([KUBE_SYSTEM] if name == "kueue" else []))]
+            for namespace in (component.namespace, *COMPONENTS[name].other_namespaces)]
         objects.append(project)
         objects += [component_application(view, name, component, (cluster, server, role))
                     for cluster, server, role, view, component in installs]

@@ -237,9 +237,7 @@ def platform_alerts(inventory: Inventory) -> list[dict[str, Any]]:
             "GPUPlatformControllerDown",
             f"(max({up}) or vector(0)) == 0", "5m", "critical",
             f"No {name} controller answers its metrics endpoint",
-            f"Every {name} target is down or missing for 5 minutes. "
-            + ("Its admission webhooks refuse or time out, so jobs are refused." if name != "jobset"
-               else "TrainJobs stop being turned into pods."),
+            f"Every {name} target is down or missing for 5 minutes. " + COMPONENTS[name].when_down,
             inventory, {"component": name}))
     label = _metric_label_name(inventory.cluster.gpuClassLabel)
     for class_name, gpu_class in inventory.classes.items():

@@ -137,6 +137,11 @@ class ComponentFacts:
     crds: tuple[str, ...] = ()
     tools: tuple[Tool, ...] = ()
     simulation: Simulation = Simulation(())  # none: the completeness test fails
+    # What stops for researchers while its controller is down (the platform alert's description says it).
+    when_down: str = "Its admission webhooks refuse or time out, so jobs are refused."
+    # Namespaces beyond its own that its chart writes into, on each cluster it is installed on (its AppProject's
+    # destinations).
+    other_namespaces: tuple[str, ...] = ()
 
     def chart_version(self) -> str:
         return versions.pins()[self.chart.version_pin]

@@ -17,6 +17,7 @@ FACTS = ComponentFacts(
     # fullnameOverride "jobset" (as Trainer's chart sets for its bundled copy) makes the service account
     # jobset-controller.
     release="jobset", wave="0", service_account="jobset-controller",
+    when_down="TrainJobs stop being turned into pods.",
     api_groups=(JOBSET,),
     crds=("config/components/crd/bases/jobset.x-k8s.io_*.yaml",),
     # The module's root package is its controller's main.

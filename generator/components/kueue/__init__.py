@@ -18,6 +18,8 @@ FACTS = ComponentFacts(
                            ("app.kubernetes.io/instance", "kueue")), "https", "https")),
     # After Trainer and JobSet: its TrainJob and JobSet integrations start with their CRDs present.
     release="kueue", wave="2", service_account="kueue-controller-manager",
+    # Its visibility server's RoleBinding (components/kueue/values.py).
+    other_namespaces=("kube-system",),
     api_groups=(KUEUE,),
     crds=("config/components/crd/bases/kueue.x-k8s.io_*.yaml",),
     tools=(Tool("kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue",
