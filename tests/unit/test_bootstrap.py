@@ -66,7 +66,7 @@ def test_a_chart_mirror_serves_every_component_chart():
     components = {o["metadata"]["labels"][COMPONENT_LABEL]: o for o in applications(platform).values()
                   if COMPONENT_LABEL in o["metadata"]["labels"]}
     secrets = {o["stringData"]["name"]: o["stringData"] for o in platform if o["kind"] == "Secret"}
-    assert set(secrets) == set(components) == {"kyverno", "jobset", "trainer", "kueue"}
+    assert set(secrets) == set(components) == set(COMPONENTS)
     for name, app in components.items():
         assert app["spec"]["source"]["repoURL"] == "registry.example.org:5000/charts"
         assert app["spec"]["source"]["chart"] == COMPONENTS[name].chart.name
@@ -82,7 +82,7 @@ def test_components_install_in_order_and_gpugen_syncs_last(flame, flame_bootstra
     apps = applications(platform)
     components = {o["metadata"]["labels"][COMPONENT_LABEL]: o for o in apps.values()
                   if COMPONENT_LABEL in o["metadata"]["labels"]}
-    assert set(components) == {"kyverno", "jobset", "trainer", "kueue"}
+    assert set(components) == set(COMPONENTS)
     waves = {name: wave(app) for name, app in components.items()}
     # Trainer's controller watches JobSets; Kueue's TrainJob and JobSet integrations start with their CRDs present.
     assert waves["jobset"] < waves["trainer"] < waves["kueue"]
@@ -140,7 +140,7 @@ def test_gpugen_application_prunes_last(flame, gpugen_application):
     assert wave(gpugen_application) == int(GPUGEN_WAVE)
 
 
-@pytest.mark.parametrize("component", ["kyverno", "jobset", "trainer", "kueue"])
+@pytest.mark.parametrize("component", list(COMPONENTS))
 def test_an_adopted_component_gets_no_application(component):
     def adopt(data):
         data["cluster"]["components"][component] = {"install": False, "existing": True,

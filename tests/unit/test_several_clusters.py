@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from generator.builders.rbac import RESEARCHER_RULES
+from generator.components import COMPONENTS
 from generator.errors import InventoryInvalid
 from generator.inventory import load_inventory_text
 from generator.kinds import SYNCED_KINDS, project_whitelist
@@ -167,7 +168,7 @@ def test_each_cluster_gets_every_component_with_its_own_values_inside_the_compon
     projects = {o["metadata"]["name"]: o for o in bootstrap if o["kind"] == "AppProject"}
     components = [o for o in bootstrap if o["kind"] == "Application" and "gpugen/component" in o["metadata"]["labels"]]
     by_name = {a["metadata"]["name"]: a for a in components}
-    assert set(by_name) == {f"{c}-{k}" for c in servers for k in ("kyverno", "jobset", "trainer", "kueue")}
+    assert set(by_name) == {f"{c}-{k}" for c in servers for k in COMPONENTS}
     for name, app in by_name.items():
         cluster, _, component = name.partition("-")
         assert app["spec"]["destination"]["server"] == servers[cluster]
