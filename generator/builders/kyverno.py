@@ -438,7 +438,7 @@ def gpu_visibility(inventory: Inventory) -> dict[str, Any]:
     mounts = [m.name for vendor in vendors for m in vendor.mounts]
     annotations = [a.name for a in accelerators.RUNTIME_ANNOTATIONS] + [
         a.name for vendor in vendors for a in vendor.annotations]
-    no_devices = dict(vendor.no_devices for vendor in vendors if vendor.no_devices)
+    no_devices = _no_devices(inventory)
     named = ", ".join(exact + [p + "*" for p in prefixes])
     cel_ = fill(
         _template(GPU_VISIBILITY, general(inventory)),
@@ -471,13 +471,20 @@ def gpu_visibility(inventory: Inventory) -> dict[str, Any]:
     return _validating(inventory, GPU_VISIBILITY, description, match, cel_, pods=True)
 
 
+def _no_devices(inventory: Inventory) -> dict[str, str]:
+    """variable -> value that shows a container no device, of each vendor of the classes whose runtime reads an
+    image's default (NVIDIA's NVIDIA_VISIBLE_DEVICES=void)."""
+    return dict(vendor.no_devices for vendor in accelerators.vendors(inventory) if vendor.no_devices)
+
+
 def sets_no_devices(inventory: Inventory) -> bool:
-    """Whether pod-gpu-visibility is rendered: a vendor of the classes reads an image's default (NVIDIA)."""
-    return accelerators.NVIDIA in accelerators.vendors(inventory)
+    """Whether pod-gpu-visibility is rendered: a vendor of the classes has a "no devices" value."""
+    return bool(_no_devices(inventory))
 
 
 def pod_gpu_visibility(inventory: Inventory) -> dict[str, Any]:
-    variable, value = accelerators.NVIDIA.no_devices
+    # The mutation's CEL sets one variable: one vendor (NVIDIA) has such a value.
+    [(variable, value)] = _no_devices(inventory).items()
     cel_ = fill(
         _template(MUTATE_GPU_VISIBILITY, general(inventory)),
         void={"name": variable, "value": value},

@@ -214,7 +214,7 @@ def shared_name(resource: str) -> bool:
 
 
 def kind(gpu_class: GpuClass) -> Kind:
-    """What one unit is: a MIG slice (time-sliced or not: mig_time_sliced says), a time-slice of a GPU, a whole
+    """What one unit is: a MIG slice (time-sliced or not: its timeSlicing says), a time-slice of a GPU, a whole
     GPU, or another vendor's device."""
     accelerator = gpu_class.accelerator
     if mig_profile(accelerator.resource) is not None:
@@ -222,11 +222,6 @@ def kind(gpu_class: GpuClass) -> Kind:
     if accelerator.timeSlicing is not None:
         return "time-sliced"
     return "gpu" if accelerator.resource in (NVIDIA_GPU, "amd.com/gpu") else "other"
-
-
-def time_sliced(gpu_class: GpuClass) -> bool:
-    """Whether the device plugin shares each device of the class (a GPU or a MIG slice) in turn."""
-    return gpu_class.accelerator.timeSlicing is not None
 
 
 def domain(resource: str) -> str:

@@ -73,7 +73,7 @@ def test_a_time_sliced_mig_slice_is_a_time_slice_of_a_mig_slice():
         "      resource: nvidia.com/mig-1g.10gb.shared\n      timeSlicing: {replicas: 4}\n"), str(EXAMPLE))
     sliced = inventory.classes["a100-1g"]
     assert accelerators.mig_profile(accelerators.resource(sliced)) == "1g.10gb"
-    assert accelerators.kind(sliced) == "mig" and accelerators.time_sliced(sliced)
+    assert accelerators.kind(sliced) == "mig" and sliced.accelerator.timeSlicing is not None
     assert accelerators.unit(sliced) == "time-slice of a 1g.10gb MIG slice"
     assert accelerators.counted(sliced, 2) == "2 time-slices of a 1g.10gb MIG slice"
     # The SDK maps "mig-<name>" to nvidia.com/mig-<name> as it is (kubeflow 0.5 get_resources_per_node).
