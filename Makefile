@@ -31,7 +31,7 @@ plan: $(VENV)/.installed ## What the inventory change does to the cluster, again
 lint: $(VENV)/.installed ## ruff over the Python code with pyproject.toml's rules (the pinned ruff; CI runs it first)
 	$(VENV)/bin/ruff check .
 
-tools: ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform, Argo CD, Prometheus, promtool) into ~/.cache/gpugen
+tools: $(VENV)/.installed ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform, Argo CD, Prometheus, promtool) into ~/.cache/gpugen
 	bash tools/build.sh
 
 validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real kube-apiserver dry-run tier

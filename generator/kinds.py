@@ -34,6 +34,9 @@ MONITORING = ApiGroup("monitoring.coreos.com", "v1", "monitoring")
 JOBSET = ApiGroup("jobset.x-k8s.io", "v1alpha2")
 BATCH = ApiGroup("batch", "v1")
 
+# The label the API server sets on every Namespace to its name: it cannot be forged, so selectors match on it.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
 GROUP_FOLDERS = {group.name: group.folder for group in (TRAINER, KUEUE, KYVERNO, RBAC, ARGOCD, CORE, MONITORING)}
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from generator import emit, limits, parallel, userdocs, versions
 from generator.inventory import accelerators, clusters
-from generator.builders import bootstrap_objects, synced_objects
+from generator.builders import bootstrap as bootstrap_builder, bootstrap_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
 from generator.layout import KUSTOMIZATION_FILE
 from generator.errors import OverLimits
@@ -26,7 +26,8 @@ class RenderedTrees:
     synced: Files  # the tree Argo CD syncs (rendered/), with its kustomization.yaml
     bootstrap: Files  # the app-of-apps (bootstrap/): root/ applied once by hand, platform/ synced by it
     docs: bytes  # the users' "Available runtimes" page (docs/runtimes.md)
-    # What the rendered guardrails cannot refuse for this inventory's accelerators (accelerators.unguarded).
+    # What the rendered guardrails cannot refuse for this inventory's accelerators (accelerators.unguarded), and what
+    # the project's checks cannot see of its components (bootstrap.unchecked): `render` warns of each.
     unguarded: tuple[str, ...] = ()
 
 
@@ -190,4 +191,4 @@ def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
     if over_limits or more:
         raise OverLimits(over_limits + more)
     return RenderedTrees(synced=dict(sorted(synced.items())), bootstrap=bootstrap, docs=docs,
-                         unguarded=tuple(accelerators.unguarded(inventory)))
+                         unguarded=(*accelerators.unguarded(inventory), *bootstrap_builder.unchecked(inventory)))

@@ -54,8 +54,12 @@ def component_of(application: dict) -> str:
 
 
 def chart_source_dir(component: str) -> pathlib.Path:
-    chart = COMPONENTS[component].chart
-    return module_dir(chart.module, pins()[chart.app_version_pin]) / "charts" / chart.name
+    """The chart's folder in the Go module that ships it, at the component's app version."""
+    facts = COMPONENTS[component]
+    if not facts.chart.module:
+        raise LookupError(f"{component}: its chart comes from {facts.chart.repo_url} only, which this machine does "
+                          "not reach (its folder names no Go module that ships it)")
+    return module_dir(facts.chart.module, facts.app_version()) / facts.chart.folder()
 
 
 def _enabled(values: dict, condition: str | None) -> bool:
@@ -84,11 +88,11 @@ def _chart_values(chart_dir: pathlib.Path, overrides: dict) -> dict:
 def dependency_source(component: str, name: str) -> tuple[str, str, str] | None:
     """(module, version, path in module) of the chart dependency `name` of `component`'s chart, as its folder says
     (generator/components/<name>/: chart.dependencies); None when no pinned module ships it."""
-    chart = COMPONENTS[component].chart
-    for dependency in chart.dependencies:
+    facts = COMPONENTS[component]
+    for dependency in facts.chart.dependencies:
         if dependency.name == name:
             version = pins()[dependency.pin] if dependency.pin else _required_version(
-                f"{chart.module}@{pins()[chart.app_version_pin]}", dependency.module)
+                f"{facts.chart.module}@{facts.app_version()}", dependency.module)
             return dependency.module, version, dependency.path
     return None
 

@@ -19,7 +19,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 # component -> the Deployments of its chart this simulation runs as processes (facts.Process: a name suffix, the
 # tool that runs it, its host flags and environment)
-RUNS = {name: facts.simulation.processes for name, facts in COMPONENTS.items()}
+RUNS = {name: facts.simulated().processes for name, facts in COMPONENTS.items() if facts.simulated()}
 COMPONENT_TOOLS = [process.tool for processes in RUNS.values() for process in processes] + ["helm"]
 
 
@@ -46,11 +46,17 @@ def chart_objects(application: dict) -> list[dict]:
 
 
 def component_applications(bootstrap: pathlib.Path) -> list[dict]:
-    """The component Applications of a rendered bootstrap/ tree, in sync-wave order."""
+    """The component Applications of a rendered bootstrap/ tree, in sync-wave order. A component whose folder says
+    the simulations do not run it (facts.NotSimulated) stops the simulation here, saying why."""
     apps = []
     for f in sorted(bootstrap.rglob("*.yaml")):
         obj = manifests.load_one(f)
         if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
+            facts = COMPONENTS[obj["metadata"]["labels"][COMPONENT_LABEL]]
+            if facts.simulated() is None:
+                raise LookupError(f"the simulated clusters cannot install {facts.name}: {facts.simulation.why} "
+                                  f"(generator/components/{facts.name}/); simulate the inventory with "
+                                  f"cluster.components.{facts.name} install: false, existing: true")
             apps.append(obj)
     return sorted(apps,
                   key=lambda a: int(a["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", "0")))

@@ -42,7 +42,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 # Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool), as each
 # component's folder says (generator/components/<name>/: simulation.hook_images).
-HOOK_IMAGES = {image: tool for facts in COMPONENTS.values() for image, tool in facts.simulation.hook_images}
+HOOK_IMAGES = {image: tool for facts in COMPONENTS.values() if facts.simulated()
+               for image, tool in facts.simulated().hook_images}
 # Kyverno's http library refuses loopback and private addresses (generator/components/kyverno/): the policy tests
 # give the kyverno CLI what the simulation gives its admission controller.
 KYVERNO_HTTP_BLOCKLIST = kyverno_facts.HTTP_BLOCKLIST
@@ -50,7 +51,8 @@ ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.va
 # The site's Prometheus, when the inventory renders monitoring (simulation/prometheus.py).
 MONITORING_TOOLS = ["prometheus"]
 # Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
-NOT_RUN = {deployment: why for facts in COMPONENTS.values() for deployment, why in facts.simulation.not_run}
+NOT_RUN = {deployment: why for facts in COMPONENTS.values() if facts.simulated()
+           for deployment, why in facts.simulated().not_run}
 # Seconds Argo CD usually takes from the bootstrap to every Application Synced and Healthy on a fast machine: the
 # wait follows the Applications' progress and ends at ceiling() of it (simulation/waiting.py).
 APPLICATIONS_USUAL = 90.0

@@ -45,11 +45,12 @@ from simulation.processes import ComponentFailed, Processes
 from simulation.waiting import REQUEST
 
 # role -> the components whose controllers run there (each component's folder says: simulation.roles).
-RUN_ON = {role: tuple(name for name, facts in COMPONENTS.items() if role in facts.simulation.roles)
-          for role in ("manager", "worker")}
+RUN_ON = {role: tuple(name for name, facts in COMPONENTS.items()
+                      if facts.simulated() and role in facts.simulated().roles) for role in ("manager", "worker")}
 # Where they do not run, of their CRDs only those of the kinds a cluster's tree holds are applied (each large CRD
 # costs every API server CPU for its OpenAPI schema; Kyverno's chart brings 22).
-TREE_CRDS_ONLY = tuple(name for name, facts in COMPONENTS.items() if facts.simulation.tree_crds_only)
+TREE_CRDS_ONLY = tuple(name for name, facts in COMPONENTS.items()
+                       if facts.simulated() and facts.simulated().tree_crds_only)
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
 # Each cluster's pods get addresses of their own: POD_NETWORK[IP_BLOCK * i + 10] onwards for the i-th cluster.
 IP_BLOCK = 1000

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from generator.builders import argocd, bootstrap, core, grafana, kueue, kyverno, prometheus, rbac, trainer
+from generator.components.kueue.configuration import KUEUE_INTEGRATIONS
 from generator.inventory import clusters
 from generator.inventory.models import Inventory
 
@@ -32,7 +33,7 @@ def synced_objects(inventory: Inventory, role: Literal["manager", "worker"] | No
                       for name in sorted(inventory.groups)),
                     *(kueue.multikueue_cluster(inventory, name) for name in clusters.workers(inventory))]
     elif role == "worker":
-        objects += rbac.multikueue_worker_identity(inventory, kueue.KUEUE_INTEGRATIONS)
+        objects += rbac.multikueue_worker_identity(inventory, KUEUE_INTEGRATIONS)
     return [argocd.with_sync_wave(obj) for obj in objects]
 
 

@@ -18,14 +18,13 @@ gpugen Application still converges through SkipDryRunOnMissingResource and its r
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from generator.builders import argocd, rbac
 from generator.builders.common import metadata
 from generator.components import COMPONENTS
-from generator.components.facts import Role
+from generator.components.facts import Role, ValuesContext
 from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory import clusters
 from generator.inventory.naming import (GPUGEN_PROJECT, KUBE_SYSTEM, ROOT_PROJECT, cluster_tree_application_name,
@@ -45,6 +44,22 @@ def components(inventory: Inventory) -> dict[str, Component]:
             if component.install}
 
 
+def unchecked(inventory: Inventory) -> list[str]:
+    """What the project's own checks cannot see of the installed components, one sentence each (`render` says
+    them): a chart that comes only from its repository, a component the simulated clusters do not run."""
+    notes = []
+    for name in components(inventory):
+        facts = COMPONENTS[name]
+        if not facts.chart.module:
+            notes.append(f"component {name}: its chart comes only from {facts.chart.repo_url}, which no pinned Go "
+                         "module ships: the chart tier (helm template into a strict API server) and the simulated "
+                         "clusters cannot render it, so its Helm values and the kinds its AppProject allows are "
+                         "checked by Argo CD alone, at sync")
+        if facts.simulated() is None:
+            notes.append(f"component {name}: the simulated clusters do not run it ({facts.simulation.why})")
+    return notes
+
+
 def chart_version(component: str) -> str:
     return COMPONENTS[component].chart_version()
 
@@ -53,12 +68,19 @@ def app_version(component: str) -> str:
     return COMPONENTS[component].app_version()
 
 
+def values_context(inventory: Inventory, name: str, role: Role | None = None) -> ValuesContext:
+    """What the component's Helm values may read of the cluster. `role`: for one cluster of several, its role there,
+    with `inventory` the cluster's own view of it (clusters.worker_view)."""
+    return ValuesContext(settings=inventory.cluster.components.by_name()[name], app_version=app_version(name),
+                         role=role, research_namespaces=tuple(research_namespaces(inventory)),
+                         monitoring=inventory.cluster.monitoring is not None,
+                         fair_sharing=inventory.cluster.queueing.fairSharing)
+
+
 def helm_values(inventory: Inventory, name: str, role: Role | None = None) -> dict[str, Any]:
-    """The component's Helm values: values(inventory, role) of its folder's values.py (generator/components/<name>/).
-    `role`: for one cluster of several, its role there, with `inventory` the cluster's own view of it
-    (clusters.worker_view)."""
-    # Imported when first called: a values module imports builders, which import this module.
-    return importlib.import_module(f"generator.components.{name}.values").values(inventory, role)
+    """The component's Helm values, as its folder's values(cluster) gives them; none: the chart's defaults."""
+    values = COMPONENTS[name].values
+    return dict(values(values_context(inventory, name, role))) if values else {}
 
 
 # ------------------------------------------------------------------ Argo CD objects
@@ -95,7 +117,8 @@ def component_application(inventory: Inventory, name: str, component: Component,
         "project": project_name(inventory, name),
         "source": {"repoURL": chart_source(inventory, name).repo_url, "chart": chart.name,
                    "targetRevision": chart_version(name),
-                   "helm": {"releaseName": facts.release, "valuesObject": helm_values(inventory, name, role)}},
+                   "helm": {"releaseName": facts.release,
+                            **({"valuesObject": values} if (values := helm_values(inventory, name, role)) else {})}},
         "destination": {"server": server, "namespace": component.namespace},
         "syncPolicy": {
             "automated": {"prune": True, "selfHeal": True},

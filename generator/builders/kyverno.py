@@ -54,11 +54,10 @@ from generator.freetext import double_quoted
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.components.kyverno.settings import DOCKER_HUB_NAMES
 from generator.inventory.models import Inventory
-from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, TRAINER
+from generator.kinds import BATCH, CORE, JOBSET, KYVERNO, NAMESPACE_NAME_LABEL, TRAINER
 from generator.inventory import accelerators, duration
 from generator.inventory.contract import JOB_LIMITS
-from generator.inventory.naming import (GPU_RESOURCE, NAMESPACE_NAME_LABEL, controller_identities, research_namespaces,
-                                        runtime_name)
+from generator.inventory.naming import GPU_RESOURCE, controller_identities, research_namespaces, runtime_name
 
 API_VERSION = KYVERNO.api_version
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

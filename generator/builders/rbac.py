@@ -52,7 +52,8 @@ RESEARCHER_RULES_ON_WORKER = [
 
 # The identity the manager's Kueue acts as on a worker (its token, in the manager's MultiKueue kubeconfig Secret,
 # is made by hand): Kueue's own rules for a MultiKueue worker at the pinned version (test/util/multikueue.go,
-# MultiKueueRulesForManager), for the integrations the platform enables (kueue.KUEUE_INTEGRATIONS).
+# MultiKueueRulesForManager), for the integrations the platform enables (components/kueue/configuration.py:
+# KUEUE_INTEGRATIONS).
 _MULTIKUEUE_VERBS = ["create", "update", "patch", "delete", "get", "list", "watch"]
 _INTEGRATION_RESOURCES = {"batch/job": (BATCH.name, "jobs"), "jobset.x-k8s.io/jobset": (JOBSET.name, "jobsets"),
                           "trainer.kubeflow.org/trainjob": (TRAINER.name, "trainjobs")}

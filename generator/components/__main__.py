@@ -1,7 +1,7 @@
-"""The components' facts for the tool scripts, which read them with the system's python3:
+"""The components' facts for the tool scripts (tools/common.sh reads them with the project's Python):
 
-    python3 -m generator.components tools   # per tool: name, pin, required|optional[, module, package, ldflags]
-    python3 -m generator.components crds    # per component: module, version, globs of its CRDs
+    python -m generator.components tools   # per tool: name, pin, required|optional[, module, package, ldflags]
+    python -m generator.components crds    # per component: module, version, globs of its CRDs
 """
 
 from __future__ import annotations

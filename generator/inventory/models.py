@@ -7,14 +7,13 @@ Rules that span several objects live in rules.py.
 
 from __future__ import annotations
 
-import importlib
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, create_model
 
 from generator.components import COMPONENTS
 from generator.inventory import accelerators, duration, servers
-from generator.inventory.fields import (Component, Description, DnsLabel, FreeText, GroupDescription, ImageRef, Strict,
+from generator.fields import (Component, Description, DnsLabel, FreeText, GroupDescription, ImageRef, Strict,
                                       Unit)
 from generator.inventory.quantity import INT64_MAX, parse_quantity
 from generator.limits import DNS1123_SUBDOMAIN, label_key_problem, label_value_problem
@@ -138,32 +137,22 @@ class ChartMirror(Strict):
     plainHTTP: bool = False
 
 
-class Controllers(Strict):
-    """Identities (request.userInfo.username) of the controllers that policies must let through.
+# One field per component whose controller the policies recognise (its facts' service_account), and Kubernetes' Job
+# controller.
+Controllers = create_model(
+    "Controllers", __base__=Strict, __module__=__name__,
+    __doc__="""Identities (request.userInfo.username) of the controllers that policies must let through.
 
     Unset: the service account the installed component's chart runs its controller as, in the component's
     namespace. Set them when adopting an installation that runs under other service accounts.
-    """
-
-    kueue: str | None = None
-    trainer: str | None = None
-    jobset: str | None = None
-    job: str = "system:serviceaccount:kube-system:job-controller"
-
-
-def _settings_model(name: str) -> type[Component]:
-    """The model of cluster.components.<name>: its folder's settings.py `Settings` when it has settings of its own
-    (generator/components/<name>/), else Component."""
-    try:
-        return importlib.import_module(f"generator.components.{name}.settings").Settings
-    except ModuleNotFoundError as missing:
-        if missing.name != f"generator.components.{name}.settings":
-            raise
-        return Component
+    """,
+    **{name: (str | None, None) for name, facts in COMPONENTS.items() if facts.service_account},
+    job=(str, "system:serviceaccount:kube-system:job-controller"))
 
 
 # The model of each component's settings.
-_COMPONENT_SETTINGS: dict[str, type[Component]] = {name: _settings_model(name) for name in COMPONENTS}
+_COMPONENT_SETTINGS: dict[str, type[Component]] = {name: facts.settings or Component
+                                                   for name, facts in COMPONENTS.items()}
 
 
 class _ComponentsBase(Strict):

@@ -95,9 +95,6 @@ def cluster_tree_application_name(inventory: Inventory, cluster: str) -> str:
     return f"{inventory.cluster.gitops.applicationName}-{cluster}"
 
 
-# The label the API server sets on every Namespace to its name: it cannot be forged, so selectors match on it.
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-
 # Namespaces of the cluster itself: never a research namespace.
 KUBE_SYSTEM = "kube-system"
 SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", KUBE_SYSTEM)

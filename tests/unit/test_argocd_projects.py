@@ -12,6 +12,8 @@ import copy
 
 import pytest
 
+from generator.components import COMPONENTS
+
 from tests.argocd import projects as P
 
 IN_CLUSTER = "https://kubernetes.default.svc"
@@ -72,7 +74,8 @@ def test_several_clusters_every_application_generated_or_not_stays_inside_its_pr
         return [P.Manifest.of(yaml.safe_load(content)) for path, content in rendered.synced.items()
                 if path.startswith(cluster + "/") and not path.endswith(KUSTOMIZATION_FILE)]
     apps = [o for o in bootstrap_objects if o["kind"] == "Application"]
-    assert len([a for a in apps if "gpugen/component" in a["metadata"].get("labels", {})]) == 4 * len(servers) - own
+    components = [a for a in apps if "gpugen/component" in a["metadata"].get("labels", {})]
+    assert len(components) == len(COMPONENTS) * len(servers) - own
     entries = P.checker_entries([(app, P.application_manifests(app))
                                  for app in apps if app["spec"]["source"].get("chart")]
                                 + [(app, tree(app["spec"]["source"]["path"].removeprefix("rendered/")))

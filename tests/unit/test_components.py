@@ -1,10 +1,10 @@
-"""Every component folder (generator/components/<name>/) is complete: its facts, its chart's values, its own
-settings when it has any, its tools in the build list, its CRDs in its pinned module, and its simulated run. A
-folder that lacks a part fails here, naming the part (CONTRIBUTING.md, "Adding a component").
+"""Every component folder (generator/components/<name>/) is whole: its facts, and each optional part it declares
+(its chart in its pinned module, CRDs serving the API groups the platform uses, metrics with what stops while they
+are down, tools in the build list, values, settings, a simulated run or why there is none). A folder whose part is
+missing or does not hold fails here, naming the part (CONTRIBUTING.md, "Adding a component").
 """
 from __future__ import annotations
 
-import importlib
 import re
 import subprocess
 from pathlib import Path
@@ -14,8 +14,8 @@ import yaml
 
 from generator.builders.bootstrap import component_application
 from generator.components import COMPONENTS
-from generator.components.facts import ComponentFacts
-from generator.inventory.fields import Component
+from generator.components.facts import ComponentFacts, NotSimulated, ValuesContext
+from generator.fields import Component
 from generator.inventory.models import Components
 from generator.versions import pins
 from simulation import go_tools
@@ -23,10 +23,12 @@ from simulation.prerequisites import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = sorted(p.parent.name for p in (REPO / "generator" / "components").glob("*/__init__.py"))
+# The folders in the registry: one missing there fails test_there_are_component_folders, naming it.
+REGISTERED = [name for name in FOLDERS if name in COMPONENTS]
 
 
 def facts(name: str) -> ComponentFacts:
-    return importlib.import_module(f"generator.components.{name}").FACTS
+    return COMPONENTS[name]
 
 
 def build_list() -> dict[str, str]:
@@ -38,38 +40,56 @@ def build_list() -> dict[str, str]:
 
 
 def test_there_are_component_folders():
+    unregistered = [name for name in FOLDERS if name not in COMPONENTS]
+    assert unregistered == [], f"generator/components/{{{','.join(unregistered)}}}/ not in COMPONENTS (__init__.py)"
     assert sorted(COMPONENTS) == FOLDERS
 
 
-@pytest.mark.parametrize("name", FOLDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_its_facts(name):
     component = facts(name)
     assert component.name == name, f"generator/components/{name}/: FACTS.name is {component.name!r}"
-    assert COMPONENTS.get(name) is component, f"{name}: not in COMPONENTS (generator/components/__init__.py)"
-    for pin in (component.chart.version_pin, component.chart.app_version_pin):
+    for pin in (component.chart.version_pin, component.app_version_pin()):
         assert pin in pins(), f"{name}: {pin} is not pinned in generator/versions.env"
-    missing = [part for part in ("api_groups", "crds", "tools") if not getattr(component, part)]
-    missing += [] if component.simulation.processes else ["simulation"]
-    assert missing == [], f"{name}: its facts lack {', '.join(missing)}"
+    assert component.simulation is not None, \
+        f"{name}: its facts say neither how the simulations run it (Simulation) nor why not (NotSimulated)"
+    if isinstance(component.simulation, NotSimulated):
+        assert component.simulation.why.strip(), f"{name}: NotSimulated says no reason"
+    if component.chart.metrics:
+        assert component.when_down, f"{name}: it serves metrics but does not say what stops while it is down"
+    if component.api_groups or component.crds:
+        assert component.crds and component.chart.module, \
+            f"{name}: its API groups' CRDs are read from the chart's module (crds, chart.module)"
 
 
-@pytest.mark.parametrize("name", FOLDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_its_values(name, flame):
-    module = REPO / "generator" / "components" / name / "values.py"
-    assert module.is_file(), f"{name}: no values.py (values(inventory, role): the chart's Helm values)"
-    values = importlib.import_module(f"generator.components.{name}.values").values
+    component = facts(name)
+    if component.values is None:
+        return
+    settings = flame.cluster.components.by_name()[name]
     for role in (None, "manager", "worker"):
-        assert isinstance(values(flame, role), dict)
+        values = component.values(ValuesContext(settings=settings, app_version=component.app_version(), role=role,
+                                                research_namespaces=("a", "b"), monitoring=True, fair_sharing=True))
+        assert isinstance(values, dict), f"{name}: values() gave {type(values).__name__}, not a dict"
 
 
-@pytest.mark.parametrize("name", FOLDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_its_settings(name):
     model = Components.model_fields[name].annotation
-    if (REPO / "generator" / "components" / name / "settings.py").is_file():
-        settings = importlib.import_module(f"generator.components.{name}.settings").Settings
-        assert issubclass(settings, Component) and model is settings, f"{name}: settings.py is not its model"
-    else:
-        assert model is Component
+    settings = facts(name).settings or Component
+    assert issubclass(settings, Component) and model is settings, f"{name}: its settings are not its model"
+
+
+@pytest.mark.parametrize("name", [name for name in REGISTERED if facts(name).chart.module])
+def test_its_chart_is_in_its_pinned_module(name):
+    component = facts(name)
+    folder = go_tools.module_dir(component.chart.module, component.app_version()) / component.chart.folder()
+    assert (folder / "Chart.yaml").is_file(), \
+        f"{name}: no chart at {component.chart.module}@{component.app_version()}/{component.chart.folder()}"
+    chart = yaml.safe_load((folder / "Chart.yaml").read_text())
+    assert (chart["name"], str(chart["version"])) == (component.chart.name, component.chart_version()), \
+        f"{name}: the module's chart is {chart['name']} {chart['version']}"
 
 
 def test_no_tool_is_listed_twice():
@@ -79,7 +99,7 @@ def test_no_tool_is_listed_twice():
     assert sorted(set(listed) & set(components)) == [] and len(set(components)) == len(components)
 
 
-@pytest.mark.parametrize("name", FOLDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_its_tools_are_built(name):
     listed = build_list()
     recipes = (REPO / "tools" / "build.sh").read_text()
@@ -91,7 +111,7 @@ def test_its_tools_are_built(name):
             f"{name}: {tool.name} has neither a module and package nor a recipe in tools/build.sh (build_tool)"
 
 
-@pytest.mark.parametrize("name", FOLDERS)
+@pytest.mark.parametrize("name", [name for name in REGISTERED if facts(name).crds])
 def test_its_crds_are_in_its_pinned_module(name):
     component = facts(name)
     module = go_tools.module_dir(component.chart.module, component.app_version())
@@ -104,14 +124,14 @@ def test_its_crds_are_in_its_pinned_module(name):
         assert (group.name, group.version) in served, f"{name}: its CRDs do not serve {group.api_version}"
 
 
-@pytest.mark.parametrize("name", FOLDERS)
+@pytest.mark.parametrize("name", [name for name in REGISTERED if facts(name).simulated()])
 def test_its_simulated_run(name, flame):
     """Each process the simulation runs is a Deployment of the chart as Argo CD would render it, run by one of the
     component's tools; every other Deployment of the chart is named as not run."""
     from simulation.components import chart_objects
     component = facts(name)
-    run = component.simulation
-    assert run and run.processes, f"{name}: no simulated run (facts.simulation.processes)"
+    run = component.simulated()
+    assert run.processes, f"{name}: no simulated run (facts.simulation.processes)"
     tools = {tool.name for tool in component.tools}
     assert {process.tool for process in run.processes} | {tool for _, tool in run.hook_images} <= tools, \
         f"{name}: the simulation runs a tool that is not the component's"
@@ -128,11 +148,3 @@ def test_its_simulated_run(name, flame):
     unaccounted = [d for d in deployments if d not in not_run
                    and not any(d.endswith(process.deployment) for process in run.processes)]
     assert unaccounted == [], f"{name}: its chart's Deployments {unaccounted} are neither run nor named as not run"
-
-
-@pytest.mark.parametrize("name", FOLDERS)
-def test_its_folder_holds_only_its_parts(name):
-    folder = REPO / "generator" / "components" / name
-    others = [p.name for p in folder.iterdir()
-              if p.suffix == ".py" and p.stem not in ("__init__", "values", "settings")]
-    assert others == [], f"{name}: {others}: a folder holds __init__.py (FACTS), values.py and settings.py"

@@ -234,7 +234,8 @@ def test_line_breaks_and_controls_in_single_line_values_are_refused(needle, valu
 
 def test_trailing_newline_is_refused_by_the_patterns_too():
     """Belt and braces: the models' patterns match the whole string ($ alone accepts a final newline)."""
-    from generator.inventory import fields, models
+    from generator import fields
+    from generator.inventory import models
 
     for check, value in ((fields._image, "ghcr.io/urcf/pytorch:2.9\n"), (models._label_value, "NVIDIA\n"),
                          (models._label_key, "nvidia.com/gpu\n")):

@@ -17,7 +17,7 @@ GENERATOR = Path(__file__).resolve().parents[2] / "generator"
 LAYERS = [
     ("facts", {"generator.errors", "generator.versions", "generator.components", "generator.kinds",
                "generator.layout", "generator.limits", "generator.emit", "generator.parallel",
-               "generator.freetext"}),
+               "generator.freetext", "generator.fields"}),
     ("inventory", {"generator.inventory"}),
     ("builders", {"generator.builders"}),
     ("trees and files", {"generator.tree", "generator.userdocs", "generator.plan", "generator.files",
@@ -28,12 +28,6 @@ LAYERS = [
 LAYER_OF = {unit: index for index, (_, units) in enumerate(LAYERS) for unit in units}
 PACKAGES = {"generator.components", "generator.inventory", "generator.builders", "generator.files", "generator.plan",
             "generator.report"}
-# A component folder (generator/components/<name>/) holds modules of three layers: its facts (__init__.py) are the
-# components package's, its settings.py is part of the inventory (the schema of cluster.components.<name>) and its
-# values.py of the builders. Each part is loaded by name (importlib) by the module below, an import no statement
-# shows: the graph adds it.
-COMPONENT_PARTS = {"settings": "generator.inventory", "values": "generator.builders"}
-PART_LOADERS = {"settings": "generator.inventory.models", "values": "generator.builders.bootstrap"}
 
 
 def module_name(path: Path) -> str:
@@ -42,9 +36,6 @@ def module_name(path: Path) -> str:
 
 
 def unit_of(module: str) -> str:
-    parts = module.split(".")
-    if parts[:2] == ["generator", "components"] and len(parts) == 4 and parts[3] in COMPONENT_PARTS:
-        return COMPONENT_PARTS[parts[3]]
     for package in PACKAGES:
         if module == package or module.startswith(package + "."):
             return package
@@ -67,11 +58,7 @@ def imports_of(path: Path) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    graph = {module_name(path): imports_of(path) for path in sorted(GENERATOR.rglob("*.py"))}
-    for part, loader in PART_LOADERS.items():
-        graph[loader] |= {module for module in graph if module.startswith("generator.components.")
-                          and module.endswith(f".{part}")}
-    return graph
+    return {module_name(path): imports_of(path) for path in sorted(GENERATOR.rglob("*.py"))}
 
 
 def test_every_unit_has_a_layer():
@@ -131,6 +118,16 @@ def test_no_two_units_import_each_other():
 
 def test_no_two_modules_import_each_other():
     assert _circles(import_graph()) == []
+
+
+def test_no_module_is_loaded_by_a_computed_name():
+    """Every import is a statement the graph above reads: none by a name made at run time (importlib, __import__)."""
+    computed = [f"{path.relative_to(GENERATOR.parent)}:{node.lineno}" for path in sorted(GENERATOR.rglob("*.py"))
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Call) and (
+                    (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                    or (isinstance(node.func, ast.Name) and node.func.id in ("__import__", "import_module")))]
+    assert computed == []
 
 
 @pytest.mark.parametrize("graph, circles", [

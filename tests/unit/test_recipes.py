@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from simulation.waiting import ceiling
 from tests.support import REPO
@@ -43,6 +44,7 @@ def carry_out(tree: Path, step: dict[str, str]) -> None:
     path = tree / step["file"]
     if step["how"] == "create":
         assert not path.exists(), f"{step['file']} exists already"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(step["block"] + "\n", encoding="utf-8")
         return
     text = path.read_text(encoding="utf-8")
@@ -164,6 +166,98 @@ def test_a_guardrail_added_by_the_recipe_is_rendered_and_judges(tmp_path):
     assert verdicts.get(("tmp-sweep", "fail")) == (
         "rename Job tmp-sweep: names starting with tmp- are the platform's"), verdicts
     assert ("sweep", "pass") in verdicts, verdicts
+
+
+# The unit tier's checks that read the components: their folders, the app-of-apps and its projects (through Argo CD's
+# own code), the names they render, several clusters, the alerts on their metrics, the layers, the schema and docs.
+COMPONENT_CHECKS = ["tests/unit/test_components.py", "tests/unit/test_bootstrap.py",
+                    "tests/unit/test_argocd_projects.py", "tests/unit/test_rendered_names.py",
+                    "tests/unit/test_several_clusters.py",
+                    "tests/unit/test_prometheus_rules.py", "tests/unit/test_import_layers.py",
+                    "tests/unit/test_schema_and_docs.py", "-p", "no:cacheprovider", "-q"]
+# What the commands of the recipe's last step write: generated, never edited by hand.
+GENERATED = ("rendered/", "bootstrap/", "docs/runtimes.md", "schema/")
+
+
+def changed_files(tree: Path) -> list[str]:
+    """The files of `tree` that differ from the checkout's, or are new (outside the generated outputs)."""
+    changed = []
+    for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+        name = path.relative_to(tree).as_posix()
+        if name.startswith(GENERATED) or "__pycache__" in name or name.startswith(".pytest_cache"):
+            continue
+        original = REPO / name
+        if not original.is_file() or original.read_bytes() != path.read_bytes():
+            changed.append(name)
+    return changed
+
+
+@pytest.fixture(scope="module")
+def component_tree(tmp_path_factory) -> Path:
+    """The copy with the recipe's two scratch components, rendered and its schema exported as the recipe says."""
+    tree = tree_copy(tmp_path_factory.mktemp("recipe-component"))
+    for step in steps("component"):
+        carry_out(tree, step)
+    for command in (("render",), ("schema", "--out", "schema/gpu_classes.schema.json")):
+        done = run(tree, "-m", "generator", *command)
+        assert done.returncode == 0, done.stderr
+    return tree
+
+
+def test_the_component_recipe_touches_its_folder_its_pins_and_the_registry(component_tree):
+    assert changed_files(component_tree) == [
+        "generator/components/__init__.py", "generator/components/deviceplugin/__init__.py",
+        "generator/components/kwok/__init__.py", "generator/versions.env"]
+
+
+def test_components_added_by_the_recipe_render_and_pass_the_unit_checks(component_tree):
+    tree = component_tree
+    objects = [yaml.safe_load(path.read_text()) for path in sorted((tree / "bootstrap" / "platform").rglob("*.yaml"))]
+    apps = {o["metadata"]["labels"].get("gpugen/component"): o for o in objects if o["kind"] == "Application"}
+    assert apps["deviceplugin"]["spec"]["source"] == {
+        "repoURL": "https://nvidia.github.io/k8s-device-plugin", "chart": "nvidia-device-plugin",
+        "targetRevision": "0.17.4", "helm": {"releaseName": "nvidia-device-plugin"}}  # no values: the chart's own
+    assert apps["deviceplugin"]["spec"]["destination"]["namespace"] == "nvidia-device-plugin"
+    assert apps["kwok"]["spec"]["source"]["chart"] == "kwok"
+    projects = {o["metadata"]["name"] for o in objects if o["kind"] == "AppProject"}
+    assert {"flame-deviceplugin", "flame-kwok"} <= projects, projects
+    checked = run(tree, "-m", "pytest", *COMPONENT_CHECKS)
+    assert checked.returncode == 0, checked.stdout[-4000:]
+    assert " passed" in checked.stdout and "deviceplugin" not in checked.stdout, checked.stdout[-2000:]
+    # The render is the committed one: what the recipe's step says to commit.
+    assert run(tree, "-m", "generator", "render", "--check").returncode == 0
+
+
+def test_the_component_recipe_leaves_no_step_out(tmp_path):
+    """A folder not in the registry fails the component checks, naming it."""
+    tree = tree_copy(tmp_path)
+    for step in steps("component"):
+        if step["file"] != "generator/components/__init__.py":
+            carry_out(tree, step)
+    checked = run(tree, "-m", "pytest", "tests/unit/test_components.py", "-p", "no:cacheprovider", "-q",
+                  "-k", "there_are_component_folders")
+    assert checked.returncode == 1, checked.stdout[-3000:]
+    assert "deviceplugin" in checked.stdout and "kwok" in checked.stdout, checked.stdout[-3000:]
+
+
+def test_a_chart_no_module_ships_is_declared_and_render_says_what_it_goes_without(tmp_path):
+    """The same chart taken from its Helm repository alone (no `module`): it renders, and `render` warns that the
+    chart tier and the simulations cannot check it; the component checks still pass."""
+    tree = tree_copy(tmp_path)
+    for step in steps("component"):
+        carry_out(tree, step)
+    folder = tree / "generator" / "components" / "deviceplugin" / "__init__.py"
+    text = folder.read_text()
+    assert text.count('module="github.com/NVIDIA/k8s-device-plugin", ') == 1
+    folder.write_text(text.replace('module="github.com/NVIDIA/k8s-device-plugin", ', ""))
+    rendered = run(tree, "-m", "generator", "render")
+    assert rendered.returncode == 0, rendered.stderr
+    assert "component deviceplugin: its chart comes only from https://nvidia.github.io/k8s-device-plugin" in \
+        rendered.stderr, rendered.stderr
+    assert "component deviceplugin: the simulated clusters do not run it" in rendered.stderr
+    assert run(tree, "-m", "generator", "schema", "--out", "schema/gpu_classes.schema.json").returncode == 0
+    checked = run(tree, "-m", "pytest", "tests/unit/test_components.py", "-p", "no:cacheprovider", "-q")
+    assert checked.returncode == 0, checked.stdout[-3000:]
 
 
 class _Factory:

@@ -238,7 +238,8 @@ def random_inventory(draw) -> dict:
     cluster["createNamespaces"] = draw(st.booleans())
     for component in COMPONENTS:
         if draw(st.integers(0, 4)) == 0:
-            cluster["components"][component].update(install=False, existing=True)
+            cluster["components"].setdefault(component, {"namespace": COMPONENTS[component].default_namespace}).update(
+                install=False, existing=True)
     if several or draw(st.booleans()):
         cluster.pop("monitoring")
     label = cluster["gpuClassLabel"]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.components.facts import Role
-from generator.components.jobset import FACTS
-from generator.inventory.models import Inventory
+from generator.components.facts import ValuesContext
 
 
-def values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
+def values(cluster: ValuesContext) -> dict[str, Any]:
     # fullnameOverride as in Trainer's chart: the controller runs as <namespace>:jobset-controller, the identity
     # the policies let through (inventory.naming.controller_identities).
     return {"fullnameOverride": "jobset",
-            "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": FACTS.app_version(),
+            "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": cluster.app_version,
                       "pullPolicy": "IfNotPresent"}}

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-from generator.inventory.fields import Component
+from generator.fields import Component
 
 
 class KueueComponent(Component):
@@ -16,5 +16,3 @@ class KueueComponent(Component):
     # manager can no longer reach keeps its admission before it is evicted and requeued.
     workerLostTimeout: Annotated[str, StringConstraints(pattern=r"^([0-9]+(\.[0-9]+)?(h|m|s))+$")] = "15m"
 
-
-Settings = KueueComponent

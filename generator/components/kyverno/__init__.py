@@ -3,8 +3,10 @@ the cleanup controller that runs their DeletingPolicy."""
 
 from __future__ import annotations
 
-from generator.components.facts import (CRD, NAMESPACED_BASICS, RBAC_CLUSTER_KINDS, Chart, ChartDependency,
-                                        ComponentFacts, MetricsEndpoint, Process, Simulation, Tool)
+from generator.components.facts import (CRD, NAMESPACED_BASICS, RBAC_CLUSTER_KINDS, WEBHOOKS_DOWN, Chart,
+                                        ChartDependency, ComponentFacts, MetricsEndpoint, Process, Simulation, Tool)
+from generator.components.kyverno.settings import KyvernoComponent
+from generator.components.kyverno.values import values
 from generator.kinds import KYVERNO
 
 # Kyverno's http library refuses loopback and private addresses unless told otherwise (--httpBlocklist, or this
@@ -17,8 +19,8 @@ FACTS = ComponentFacts(
     "the ValidatingPolicy/MutatingPolicy CRDs and admission webhooks that enforce the guardrails",
     # Kyverno registers its webhook configurations itself, at run time.
     Chart("https://kyverno.github.io/kyverno/", False, "kyverno", "KYVERNO_CHART_VERSION",
-          "github.com/kyverno/kyverno", "KYVERNO_VERSION",
           (CRD, *RBAC_CLUSTER_KINDS), (*NAMESPACED_BASICS, {"group": "batch", "kind": "Job"}),
+          module="github.com/kyverno/kyverno", app_version_pin="KYVERNO_VERSION",
           # Its admission, background, cleanup and reports controllers, each behind a <name>-metrics Service.
           metrics=MetricsEndpoint((("app.kubernetes.io/instance", "kyverno"),
                                    ("app.kubernetes.io/part-of", "kyverno")), "metrics-port", "http"),
@@ -46,4 +48,6 @@ FACTS = ComponentFacts(
         # Its post-upgrade migration, which Argo CD runs as a PostSync hook, is its CLI.
         hook_images=(("kyverno-cli", "kyverno"),),
         # Not run on several clusters: its admission is proven by the simulated FLAME and the policy tier.
-        roles=(), tree_crds_only=True))
+        roles=(), tree_crds_only=True),
+    when_down=WEBHOOKS_DOWN,
+    settings=KyvernoComponent, values=values)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from generator.inventory.fields import Component, ImageRef, Strict
+from generator.fields import Component, ImageRef, Strict
 
 
 def _chart_image(ref: str) -> str:
@@ -62,5 +62,3 @@ class KyvernoComponent(Component):
     publicRegistries: Annotated[dict[RegistryHost, PublicRegistry], AfterValidator(_one_docker_hub)] = Field(
         default_factory=lambda: dict(DEFAULT_PUBLIC_REGISTRIES))
 
-
-Settings = KyvernoComponent

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.components.facts import Role
-from generator.inventory.models import Inventory
+from generator.components.facts import ValuesContext
 from generator.kinds import TRAINER
 
 
-def values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
+def values(cluster: ValuesContext) -> dict[str, Any]:
     # The chart's images default to its appVersion, the pinned Kyverno; the platform's policies are the CEL kinds
     # (policies.kyverno.io/v1), whose CRDs the chart installs.
     admission: dict[str, Any] = {"replicas": 1}
-    image = inventory.cluster.components.kyverno.admissionControllerImage
+    image = cluster.settings.admissionControllerImage
     if image:
         # registry-host/repository:tag (checked by the inventory model): the chart composes the image from these.
         name, _, tag = image.rpartition(":")

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.components.facts import Role
-from generator.components.trainer import FACTS
-from generator.inventory.models import Inventory
+from generator.components.facts import ValuesContext
 
 
-def values(inventory: Inventory, role: Role | None = None) -> dict[str, Any]:
+def values(cluster: ValuesContext) -> dict[str, Any]:
     return {
-        "image": {"tag": FACTS.app_version()},
+        "image": {"tag": cluster.app_version},
         # JobSet has its own Application (same namespace and names as the chart's bundled copy).
         "jobset": {"install": False},
         # No upstream runtime may exist beside the generated torch-<class> ones: the seed promises there is no
