@@ -15,6 +15,7 @@ import subprocess
 import pytest
 import yaml
 
+from generator.components import COMPONENTS
 from simulation.go_tools import tool_bin
 from simulation.pins import versions
 from tests.support import REPO, require_tool
@@ -22,9 +23,16 @@ from tests.support import REPO, require_tool
 RULES_DIR = REPO / "rendered" / "monitoring" / "prometheusrule"
 RUNBOOK = REPO / "docs" / "monitoring.md"
 
-UP = {name: f'up{{gpugen_component="{name}", instance="{name}:8443"}}' for name in
-      ("kyverno", "jobset", "trainer", "kueue")}
+# Every component that serves metrics (FLAME installs each).
+UP = {name: f'up{{gpugen_component="{name}", instance="{name}:8443"}}' for name, facts in COMPONENTS.items()
+      if facts.chart.metrics}
 HEALTHY_UP = [(series, "1x400") for series in UP.values()]
+
+
+def up_but(name: str, values: str | None) -> list[tuple[str, str]]:
+    """Every component's target up, but `name`'s: these values, or gone when None."""
+    return [(series, "1x400") for other, series in UP.items() if other != name] + (
+        [(UP[name], values)] if values is not None else [])
 READY = 'kube_node_status_condition{{node="{}", condition="Ready", status="true"}}'
 GH200 = 'kube_node_labels{{node="{}", label_nvidia_com_gpu_product="NVIDIA-GH200-480GB"}}'
 USAGE = ('kueue_cluster_queue_resource_usage{{cluster_queue="{}", flavor="gh200", resource="nvidia.com/gpu", '
@@ -44,12 +52,12 @@ def nodes(ready0: str, ready1: str) -> list[tuple[str, str]]:
 # alert -> [(case, input series, eval time, [(labels, $value)] expected; [] means quiet)]
 CASES = {
     "GPUPlatformControllerDown": [
-        ("kueue's target down", [*HEALTHY_UP[:3], (UP["kueue"], "0x20")], "6m",
+        ("kueue's target down", up_but("kueue", "0x20"), "6m",
          [({"component": "kueue", "severity": "critical"}, "0")]),
-        ("jobset's target gone", HEALTHY_UP[:1] + HEALTHY_UP[2:], "6m",
+        ("jobset's target gone", up_but("jobset", None), "6m",
          [({"component": "jobset", "severity": "critical"}, "0")]),
         ("all up", HEALTHY_UP, "6m", []),
-        ("down for less than 5 minutes", [*HEALTHY_UP[:3], (UP["kueue"], "1x3 0x3")], "6m", []),
+        ("down for less than 5 minutes", up_but("kueue", "1x3 0x3"), "6m", []),
     ],
     "GPUClassNoReadyNodes": [
         ("both nodes NotReady", nodes("0x20", "0x20"), "6m", [({"class": "gh200", "severity": "critical"}, "0")]),
