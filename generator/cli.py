@@ -145,14 +145,14 @@ def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> 
 
     Writes nothing. Exit codes: 0 plan shown; 2 invalid inventory or unreadable base.
     """
-    from generator.plan.changes import format_any  # plan-only imports stay off the render path
+    from generator.plan import output  # plan-only imports stay off the render path
 
     try:
         with _inventory_refusals(inventory_path):
             result = usecases.plan(inventory_path, out_dir, base)
     except BaseUnreadable as unreadable:
         _refused("error: ", unreadable, "")
-    click.echo(format_any(result, output_format), nl=False)
+    click.echo(output.write(result, output_format), nl=False)
 
 
 @main.group()

@@ -96,10 +96,11 @@ def render(inventory_path: Path, outputs: Outputs, check: bool = False) -> Rende
 
 
 def plan(inventory_path: Path, out_dir: Path, base: str):
-    """What rendering the inventory changes against OUT as committed at BASE (generator.plan.changes.Plan; for an
-    inventory of several clusters generator.plan.changes.ClusterPlans, per cluster)."""
+    """What rendering the inventory changes against OUT as committed at BASE (generator.plan.plans.Plan; for an
+    inventory of several clusters generator.plan.clusters.ClusterPlans, per cluster)."""
     from generator.plan.gitfiles import files_at  # plan-only imports stay off the render path
-    from generator.plan.changes import make_cluster_plans, make_plan
+    from generator.plan.clusters import make_cluster_plans
+    from generator.plan.plans import make_plan
 
     trees = render_inventory(inventory_path)
     try:

@@ -26,7 +26,7 @@ from tests.flame.flame_support import (GPU, USUAL, Timer, assert_model_agrees, l
 from tests.support.inventories import edited, write
 from simulation.kube import conditions
 
-from generator.plan.changes import WAITS_ON_WORKLOADS
+from generator.plan.risks import WAITS_ON_WORKLOADS
 from simulation.waiting import ceiling
 
 CLASS = "gh200"

@@ -41,10 +41,9 @@ def named_paths(text: str) -> list[str]:
         if not token or "://" in token or token.startswith(("~", "$", "-", "/")):
             continue
         parts = token.split("/")
-        if "/" in token and parts[0] in _FIRST and (token.endswith("/") or _FILE_NAME.match(parts[-1]) or
-                                                     re.search(r"<[^>]+>|\*", parts[-1])):
-            found.append(token)
-        elif "/" not in token and _BARE_FILE_NAME.match(token):
+        a_path = "/" in token and parts[0] in _FIRST and bool(
+            token.endswith("/") or _FILE_NAME.match(parts[-1]) or re.search(r"<[^>]+>|\*", parts[-1]))
+        if a_path or ("/" not in token and _BARE_FILE_NAME.match(token)):
             found.append(token)
     return found
 

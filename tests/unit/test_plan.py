@@ -20,7 +20,9 @@ from tests.support import INVENTORY, REPO
 
 from generator.cli import main
 from generator.inventory import edit, load_inventory_text
-from generator.plan.changes import GITHUB_COMMENT_LIMIT, format_markdown, format_text, make_plan
+from generator.plan.output.markdown import GITHUB_COMMENT_LIMIT, plan_markdown
+from generator.plan.output.text import plan_text
+from generator.plan.plans import make_plan
 from generator.tree import render_trees
 
 GOLDEN = REPO / "tests" / "golden" / "plan"
@@ -119,7 +121,7 @@ select the new flavor name.""",
 def test_plan_matches_golden(scenario):
     base, new = SCENARIOS[scenario]
     plan = make_plan(synced(base), synced(new))
-    text = "".join(f"# {line}".rstrip() + "\n" for line in SHOWS[scenario].splitlines()) + "\n" + format_text(plan)
+    text = "".join(f"# {line}".rstrip() + "\n" for line in SHOWS[scenario].splitlines()) + "\n" + plan_text(plan)
     golden = GOLDEN / f"{scenario}.txt"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -176,7 +178,7 @@ def test_image_change_is_a_change_not_a_risk():
 
 
 def test_identical_renders_plan_nothing():
-    assert format_text(make_plan(synced(FLAME), synced(FLAME))).startswith("No changes")
+    assert plan_text(make_plan(synced(FLAME), synced(FLAME))).startswith("No changes")
 
 
 def test_markdown_for_a_64_class_change_stays_under_the_comment_limit():
@@ -194,10 +196,10 @@ def test_markdown_for_a_64_class_change_stays_under_the_comment_limit():
     assert text.endswith("        memory: 240G\n")  # nlp-lab's allocations end the file
     text += "".join(allocation(i) for i in range(1, 64, 2))
     plan = make_plan(synced(FLAME), synced(text))
-    markdown = format_markdown(plan)
+    markdown = plan_markdown(plan)
     assert len(markdown) < GITHUB_COMMENT_LIMIT
     assert sum(c.action == "added" for c in plan.changes) == 128  # a runtime and a flavor per class
-    full = format_markdown(plan, limit=10**9)
+    full = plan_markdown(plan, limit=10**9)
     if len(full) >= GITHUB_COMMENT_LIMIT:
         assert "Truncated to fit a GitHub comment" in markdown
     assert markdown.count("<details>") == markdown.count("</details>")
@@ -254,8 +256,8 @@ def test_cli_plan_with_out_under_a_missing_directory(tmp_path, monkeypatch):
 def test_markdown_truncation_keeps_risks_first_and_stays_valid(limit):
     base, new = SCENARIOS["remove-class-still-allocated"]
     plan = make_plan(synced(base), synced(new))
-    full = format_markdown(plan, limit=10**9)
-    cut = format_markdown(plan, limit=limit)
+    full = plan_markdown(plan, limit=10**9)
+    cut = plan_markdown(plan, limit=limit)
     assert len(full) > limit >= len(cut)
     assert "Truncated to fit a GitHub comment" in cut
     assert cut.count("<details>") == cut.count("</details>")

@@ -219,7 +219,9 @@ def test_the_users_page_is_one_page_naming_where_each_runtime_runs(rendered):
 def test_plan_shows_each_cluster_and_names_a_class_that_moves_between_clusters(rendered):
     """A100s moved from ember to flame: the plan per cluster (ember loses its flavor, flame gains it, the manager's
     queues are unchanged) and the move named, with what happens to running jobs."""
-    from generator.plan.changes import format_cluster_markdown, format_cluster_text, make_cluster_plans
+    from generator.plan.clusters import make_cluster_plans
+    from generator.plan.output.markdown import cluster_plans_markdown
+    from generator.plan.output.text import cluster_plans_text
 
     def moved(data):
         data["classes"]["a100"]["cluster"] = "flame"
@@ -238,10 +240,10 @@ def test_plan_shows_each_cluster_and_names_a_class_that_moves_between_clusters(r
     assert flavors("ember") == {("a100", "removed"), ("h100", "added")}
     assert flavors("flame") == {("a100", "added")}
     assert flavors("hub") == {("h100", "added")}
-    text = format_cluster_text(result)
+    text = cluster_plans_text(result)
     assert "class a100 moves from ember to flame: its jobs on ember run to the end there" in text
     assert "=== cluster ember" in text and "=== cluster hub" in text
-    markdown = format_cluster_markdown(result)
+    markdown = cluster_plans_markdown(result)
     assert "**a100**: class a100 moves from ember to flame" in markdown
     assert "#### cluster `flame`" in markdown and len(markdown) < 65_536
     unchanged = make_cluster_plans(rendered.synced, rendered.synced)
