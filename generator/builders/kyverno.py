@@ -41,16 +41,14 @@ docs/policies.md explains each rule and that choice.
 from __future__ import annotations
 
 import re
-import textwrap
 from functools import lru_cache, cache
 from pathlib import Path
-from string import Template
 from typing import Any
 
-import yaml
 
+from generator.builders import cel_templates
+from generator.builders.cel_templates import fill
 from generator.builders.common import metadata
-from generator.freetext import double_quoted
 from generator.builders.kueue import DEFAULT_LOCAL_QUEUE
 from generator.components.kyverno.settings import DOCKER_HUB_NAMES
 from generator.inventory.models import Inventory
@@ -89,57 +87,13 @@ WALLTIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 _TRAINER_GROUP, _TRAINER_VERSION = TRAINER.name, TRAINER.version
 
 
-def cel(value: Any) -> str:
-    """A CEL literal (a string as freetext.double_quoted writes it: any Unicode, no surrogate escapes)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return double_quoted(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(cel(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{cel(k)}: {cel(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no CEL literal for {value!r}")
-
-
-# libyaml's loader where PyYAML has it (the same YAML 1.1 reading): the templates are mostly block scalars, which the
-# pure-Python scanner reads a character at a time.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_PLACEHOLDER = re.compile(r"\$([A-Za-z][A-Za-z0-9]*)")
 _TEMPLATES = Path(__file__).with_name("kyverno_cel")
-_CALL = re.compile(r"@([A-Za-z]+)\(([^()]*)\)")
 
 
 @lru_cache(maxsize=1)
-def _fragments() -> dict[str, tuple[str, str]]:
-    """The shared CEL of kyverno_cel/fragments.yaml: name -> (parameter, body)."""
-    fragments = {}
-    for key, body in yaml.safe_load((_TEMPLATES / "fragments.yaml").read_text(encoding="utf-8")).items():
-        name, parameter = re.fullmatch(r"([A-Za-z]+)\(([A-Za-z]+)\)", key).groups()
-        if not re.search(rf"\b{parameter}\b", body):
-            raise ValueError(f"CEL fragment {key}: its body never uses {parameter}")
-        fragments[name] = (parameter, body)
-    return fragments
-
-
-def _expand(text: str, depth: int = 0) -> str:
-    """`text` with every @name(argument) replaced by the fragment, its parameter by the argument and its
-    continuation lines indented like the line of the call (the text is YAML: block scalars keep their indent)."""
-    if depth > 4:
-        raise ValueError("CEL fragments call each other without end")
-
-    def call(match: re.Match) -> str:
-        name, argument = match.groups()
-        if name not in _fragments():
-            raise ValueError(f"unknown CEL fragment @{name} (kyverno_cel/fragments.yaml)")
-        parameter, body = _fragments()[name]
-        # The parameter is the fragment's own word: replaced before the fragments it calls are expanded into it.
-        body = _expand(re.sub(rf"\b{parameter}\b", lambda _: argument, body), depth + 1)
-        before = text[text.rfind("\n", 0, match.start()) + 1:match.start()]
-        return body.replace("\n", "\n" + " " * (len(before) - len(before.lstrip(" "))))
-    return _CALL.sub(call, text)
+def _fragments() -> cel_templates.Fragments:
+    """The policies' shared CEL (kyverno_cel/fragments.yaml)."""
+    return cel_templates.read_fragments(_TEMPLATES / "fragments.yaml")
 
 
 # The fragments an inventory whose classes request other accelerators than whole NVIDIA GPUs uses in place of the
@@ -163,19 +117,8 @@ def _template(policy: str, general_form: bool = False) -> str:
     fragments in place (GENERAL's in the general form)."""
     text = (_TEMPLATES / f"{policy}.yaml").read_text(encoding="utf-8")
     if general_form:
-        text = _CALL.sub(lambda m: f"@{GENERAL.get(m[1], m[1])}({m[2]})", text)
-    return _expand(text)
-
-
-def fill(template: str, **params: Any) -> dict[str, Any]:
-    """A policy's CEL from its template: a YAML mapping whose values are CEL (every one a `|-` block, so YAML
-    never reads CEL syntax), with each `$name` replaced by the CEL literal of params[name]. Every placeholder
-    needs a parameter and every parameter must be used: a typo fails at render time, not at admission."""
-    text = textwrap.dedent(template).strip("\n")
-    used = set(_PLACEHOLDER.findall(text))
-    if used != set(params):
-        raise ValueError(f"template placeholders {sorted(used)} != parameters {sorted(params)}")
-    return yaml.load(Template(text).substitute({name: cel(value) for name, value in params.items()}), _LOADER)
+        text = cel_templates.CALL.sub(lambda m: f"@{GENERAL.get(m[1], m[1])}({m[2]})", text)
+    return cel_templates.expand(text, _fragments())
 
 
 def runtimes(inventory: Inventory) -> list[str]:

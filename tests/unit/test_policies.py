@@ -42,7 +42,7 @@ from tests.support.policy_corpus import (CELPARSE_SOURCE, INVENTORIES, cel_go_ve
                                           kyverno_path)
 
 from generator import emit
-from generator.builders import core, kyverno, trainer
+from generator.builders import cel_templates, core, kyverno, trainer
 from generator.inventory import accelerators, load_inventory
 from generator.inventory.models import Inventory
 from generator.kinds import JOBSET
@@ -853,23 +853,21 @@ def test_every_cel_expression_parses(tmp_path_factory, inventories):
 
 def test_templates_need_exactly_their_parameters():
     """A placeholder without a parameter, or a parameter no placeholder uses, fails the render."""
-    assert kyverno.fill("a: |-\n  $x == $y\n", x="s", y=["t"]) == {"a": '"s" == ["t"]'}
+    assert cel_templates.fill("a: |-\n  $x == $y\n", x="s", y=["t"]) == {"a": '"s" == ["t"]'}
     with pytest.raises(ValueError, match="placeholders"):
-        kyverno.fill("a: |-\n  $x\n")
+        cel_templates.fill("a: |-\n  $x\n")
     with pytest.raises(ValueError, match="placeholders"):
-        kyverno.fill("a: |-\n  $x\n", x="s", unused=1)
+        cel_templates.fill("a: |-\n  $x\n", x="s", unused=1)
 
 
-def test_fragments_take_their_argument_then_expand_the_fragments_they_call(monkeypatch):
+def test_fragments_take_their_argument_then_expand_the_fragments_they_call():
     """A fragment's parameter is replaced in its own text only: a word of a fragment it calls that happens to be
     the caller's parameter stays. Continuation lines are indented like the line of the call."""
-    monkeypatch.setattr(kyverno, "_fragments", lambda: {
-        "outer": ("job", "job.spec\n  + @inner(job.status)"),
-        "inner": ("patch", "[patch.job]"),
-    })
-    assert kyverno._expand("x: |-\n    @outer(object)") == "x: |-\n    object.spec\n      + [object.status.job]"
+    fragments = {"outer": ("job", "job.spec\n  + @inner(job.status)"), "inner": ("patch", "[patch.job]")}
+    assert cel_templates.expand("x: |-\n    @outer(object)", fragments) == \
+        "x: |-\n    object.spec\n      + [object.status.job]"
     with pytest.raises(ValueError, match="unknown CEL fragment @missing"):
-        kyverno._expand("@missing(object)")
+        cel_templates.expand("@missing(object)", fragments)
 
 
 def test_several_shares_per_container_follow_the_class_s_time_slicing(inventories):
