@@ -2,7 +2,7 @@
 
 The synthetic inventory (tests/support/synth.py, 64 classes x 2,000 groups x 3 namespaces by default) is rendered
 twice over with `python -m generator render`: as one cluster, and spread over a manager and `--clusters` workers.
-Per run: wall time and peak RSS (os.wait4, benchmarks/run.py: the largest of the render's processes; a large
+Per run: wall time and peak RSS (os.wait4, benchmarks/common.py: the largest of the render's processes; a large
 render forks one child, generator/parallel.py, which shares the parent's pages; the disk settled before each), the
 files written, and a no-op re-render, which must write nothing.
 
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.run import Renderer, conditions, settle, snapshot, spread, touched, write_readme
+from benchmarks.common import Renderer, conditions, settle, snapshot, spread, touched, write_readme
 from tests.support import synth
 
 BEGIN, END = "<!-- clusters_render -->", "<!-- /clusters_render -->"
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
             for rep in range(args.reps):
                 work = tmp / f"work-{len(rows)}-{rep}"
                 work.mkdir()
-                settle()  # each timed process starts from the same quiet disk (benchmarks/run.py)
+                settle()  # each timed process starts from the same quiet disk (benchmarks/common.py)
                 result = render(work)
                 times.append(result.seconds)
                 rss.append(result.max_rss_mb)

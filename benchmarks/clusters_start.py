@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 
-from benchmarks.run import conditions, median, write_readme
+from benchmarks.common import conditions, median, write_readme
 from simulation import several_clusters
 from tests.support.inventories import platform_data, to_text
 

@@ -159,7 +159,7 @@ def _worktree(revision: str, into: pathlib.Path) -> pathlib.Path:
 
 def table(results: dict[str, list[dict]], load_at_start: tuple[float, ...]) -> str:
     """CPU seconds per process (median over the runs) for each checkout measured, with wall times and totals."""
-    from benchmarks.run import conditions, median as _median
+    from benchmarks.common import conditions, median as _median
     labels = list(results)
     names = sorted({n for runs in results.values() for r in runs for n in r["cpu"]},
                    key=lambda n: -max(_median([r["cpu"].get(n, 0.0) for r in runs]) for runs in results.values()))
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
         text = table(results, load_at_start)
         print("\n" + text)
         if args.write_readme:
-            from benchmarks.run import write_readme
+            from benchmarks.common import write_readme
             write_readme(text, BEGIN, END)
             print("rewrote the flame_start table of benchmarks/README.md")
     finally:

@@ -135,7 +135,7 @@ def main() -> None:
     if options.make:
         make(Path(options.make))
         return
-    # The raw tuple: benchmarks.run is imported only once the renders are measured, so that this process stays
+    # The raw tuple: benchmarks.common is imported only once the renders are measured, so that this process stays
     # as small as the comment on load_module asks.
     load_at_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="gpugen-hostile-"))
@@ -150,7 +150,7 @@ def main() -> None:
                   f"{result['rss_mb']:.0f} MB, {result['stderr'][:100]}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    from benchmarks.run import conditions, write_readme
+    from benchmarks.common import conditions, write_readme
     text = (conditions(load_at_start) + f" Bound: {MEMORY_BOUND_MB} MB peak RSS and {TIME_BOUND_S} s of CPU; "
             "a case over it is marked **over**.\n\n" + table(results))
     print(text)

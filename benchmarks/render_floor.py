@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.run import (BARE_IMPORT, PYTHON, REPO, Renderer, bytecode_as_by_default, conditions, median, run,
+from benchmarks.common import (BARE_IMPORT, PYTHON, REPO, Renderer, bytecode_as_by_default, conditions, median, run,
                             write_readme)
 
 BEGIN, END = "<!-- render_floor -->", "<!-- /render_floor -->"

@@ -88,6 +88,13 @@ def vendor_tree(tmp_path_factory) -> Path:
     return tree
 
 
+def test_the_vendor_recipe_touches_its_table_row_and_the_docs_row(tmp_path):
+    tree = tree_copy(tmp_path)
+    for step in steps("vendor"):
+        carry_out(tree, step)
+    assert changed_files(tree) == ["docs/policies.md", "generator/inventory/accelerators.py"]
+
+
 def test_the_vendor_recipe_leaves_no_step_out(tmp_path):
     """Every step is needed: the facts without the docs' row fail the unit checks, naming the channels."""
     tree = tree_copy(tmp_path)
@@ -141,6 +148,9 @@ def test_a_guardrail_added_by_the_recipe_is_rendered_and_judges(tmp_path):
     tree = tree_copy(tmp_path)
     for step in steps("guardrail"):
         carry_out(tree, step)
+    # Its CEL, its builder and its line in policies(), its docs row.
+    assert changed_files(tree) == ["docs/policies.md", "generator/builders/kyverno.py",
+                                   "generator/builders/kyverno_cel/scratch-job-names.yaml"]
     rendered = run(tree, "-m", "generator", "render")
     assert rendered.returncode == 0, rendered.stderr
     policy = tree / "rendered" / "kyverno" / "validatingpolicy" / "scratch-job-names.yaml"
