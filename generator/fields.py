@@ -1,6 +1,7 @@
 """What every part of the inventory schema is built from, and the settings every component has: the strict
-model, DNS labels, image references, `Component`. Apart from models.py because each component folder's settings.py
-(generator/components/<name>/) extends `Component`, and models.py builds cluster.components from those."""
+model, DNS labels, image references, free text, `Component`. In the facts layer, below the inventory, because each
+component folder's settings (generator/components/<name>/settings.py) extend `Component`, and the schema
+(inventory/models.py) builds cluster.components from the registry of those folders."""
 
 from __future__ import annotations
 
