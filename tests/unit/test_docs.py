@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
-from tests.unit.test_import_layers import LAYERS
+from tests.support.layers import LAYERS
 
 TRACKED = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
 DOCS = sorted(name for name in TRACKED if name.endswith(".md") and not name.startswith(("rendered/", "docs/runtimes")))

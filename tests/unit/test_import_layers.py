@@ -11,20 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.layers import LAYERS
+
 GENERATOR = Path(__file__).resolve().parents[2] / "generator"
 
-# Lowest first. A unit is a package (generator.inventory) or a top-level module (generator.tree).
-LAYERS = [
-    ("facts", {"generator.errors", "generator.versions", "generator.components", "generator.kinds",
-               "generator.layout", "generator.limits", "generator.emit", "generator.parallel",
-               "generator.freetext", "generator.fields"}),
-    ("inventory", {"generator.inventory"}),
-    ("builders", {"generator.builders"}),
-    ("trees and files", {"generator.tree", "generator.userdocs", "generator.plan", "generator.files",
-                         "generator.report"}),
-    ("use cases", {"generator.usecases"}),
-    ("command line", {"generator.cli", "generator.__main__"}),
-]
 LAYER_OF = {unit: index for index, (_, units) in enumerate(LAYERS) for unit in units}
 PACKAGES = {"generator.components", "generator.inventory", "generator.builders", "generator.files", "generator.plan",
             "generator.report"}
