@@ -16,6 +16,10 @@ from tests.support import INVENTORY
 # Session fixtures that several tiers share.
 pytest_plugins = ["tests.support.registry"]
 
+# The tool scripts the tests run read the components' facts with the tests' own Python (tools/common.sh), also in
+# the copies of the tree a recipe test makes, which have no virtualenv of their own.
+os.environ.setdefault("GPUGEN_PYTHON", sys.executable)
+
 
 @pytest.fixture(scope="session")
 def flame():

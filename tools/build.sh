@@ -8,6 +8,8 @@
 # so they resolve the same dependency graph and share compiled packages.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+# Which tools there are and how the components' are built: read once here, for every lookup below.
+load_component_tools
 
 # Write a wrapper go.mod requiring MODULE@VERSION, carrying over the upstream replace
 # lines that point at other modules. Kubernetes' `=> ./staging/src/...` lines are

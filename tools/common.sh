@@ -19,21 +19,28 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 # The project's Python, which reads the components' facts (their folders' settings are pydantic models): make's
-# virtualenv, made here when missing; GPUGEN_PYTHON names another one that has the project's dependencies.
+# virtualenv, made here when missing; GPUGEN_PYTHON names another one that has the project's dependencies (the tests
+# set it to their own).
 project_python() {
   if [ -n "${GPUGEN_PYTHON:-}" ]; then echo "$GPUGEN_PYTHON"; return; fi
   [ -e "$REPO_ROOT/.venv/.installed" ] || make -s -C "$REPO_ROOT" .venv/.installed >&2 ||
     { echo "ERROR: could not make the virtualenv (make .venv/.installed)" >&2; return 1; }
   echo "$REPO_ROOT/.venv/bin/python"
 }
-PROJECT_PYTHON="$(project_python)" || exit 1
 
 # Every tool and the pin it is built at: tools/tools.list, the one list of them, with the components' tools where it
-# says @components (each component's folder declares its own: generator/components/<name>/).
+# says @components (each component's folder declares its own: generator/components/<name>/). Read once, by the
+# scripts that build or look up tools (load_component_tools at their top), not by every script that sources this.
 TOOLS_LIST="$REPO_ROOT/tools/tools.list"
-COMPONENT_TOOLS="$(cd "$REPO_ROOT" && "$PROJECT_PYTHON" -m generator.components tools)" ||
-  { echo "ERROR: python -m generator.components tools failed" >&2; exit 1; }
-tools_lines() { awk -v c="$COMPONENT_TOOLS" '$1 == "@components" { print c; next } { print }' "$TOOLS_LIST"; }
+COMPONENT_TOOLS="${COMPONENT_TOOLS:-}"
+load_component_tools() {
+  [ -n "$COMPONENT_TOOLS" ] && return
+  local python
+  python="$(project_python)" || exit 1
+  COMPONENT_TOOLS="$(cd "$REPO_ROOT" && "$python" -m generator.components tools)" ||
+    { echo "ERROR: python -m generator.components tools failed" >&2; exit 1; }
+}
+tools_lines() { load_component_tools; awk -v c="$COMPONENT_TOOLS" '$1 == "@components" { print c; next } { print }' "$TOOLS_LIST"; }
 all_tools() { tools_lines | awk '!/^#/ && NF && $3 != "optional" { print $1 }'; }
 
 # Version pinned for a tool name.

@@ -8,7 +8,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/common.sh"
 
 # Each component's CRDs, as its folder names them (generator/components/<name>/): module, version, globs.
-component_crds="$(cd "$REPO_ROOT" && "$PROJECT_PYTHON" -m generator.components crds)"
+python="$(project_python)" || exit 1
+component_crds="$(cd "$REPO_ROOT" && "$python" -m generator.components crds)"
 stamp="$({ cat "$REPO_ROOT/generator/versions.env" "$here/crds.sh"; echo "$component_crds"; } | sha256sum | cut -c1-16)"
 out="$CACHE/crds-$stamp"
 if [ -d "$out" ]; then echo "$out"; exit 0; fi
