@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from generator import emit, limits, parallel, userdocs, versions
+from generator import applications, emit, limits, parallel, userdocs, versions
 from generator.inventory import accelerators, clusters
 from generator.builders import bootstrap as bootstrap_builder, bootstrap_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
 from generator.layout import KUSTOMIZATION_FILE
 from generator.errors import OverLimits
 from generator.inventory.models import Inventory
+from generator.inventory.naming import application_folders
 
 Files = dict[str, bytes]
 Result = TypeVar("Result")
@@ -116,6 +117,25 @@ def _synced_tree(objects: list[dict[str, Any]], source: str, emitted: Emitted | 
     return files, problems
 
 
+def _application_trees(inventory: Inventory, objects: list[dict[str, Any]], source: str) -> tuple[Files, Problems]:
+    """One cluster's tree as several Applications' folders (applications.py): <folder>/ each with its files and its
+    kustomization.yaml, every folder present even when it holds no object."""
+    if len(objects) > limits.MAX_OBJECTS:
+        raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+    emitted, problems = _emit_halves(objects, source)
+    folder_of = applications.folder_of(inventory)
+    by_folder: dict[str, Files] = {folder: {} for folder in application_folders(inventory)}
+    where = {object_path(obj): folder_of(obj) for obj in objects}
+    for path, content in emitted.items():
+        by_folder[where[path]][path] = content
+    files: Files = {}
+    for folder, tree in by_folder.items():
+        tree = dict(sorted(tree.items()))
+        tree[KUSTOMIZATION_FILE] = kustomization(list(tree), source)
+        files.update((f"{folder}/{path}", content) for path, content in tree.items())
+    return files, [(f"{where[path]}/{path}", reason) for path, reason in problems]
+
+
 def _in_folder(name: str, tree: tuple[Files, Problems]) -> tuple[Files, Problems]:
     files, problems = tree
     return ({f"{name}/{path}": content for path, content in files.items()},
@@ -185,6 +205,9 @@ def render_trees(inventory: Inventory, source: str) -> RenderedTrees:
 
     if clusters.several(inventory):
         (synced, over_limits), (bootstrap, more, docs) = _cluster_trees(inventory, source, bootstrap_and_docs)
+    elif application_folders(inventory):
+        synced, over_limits = _application_trees(inventory, synced_objects(inventory), source)
+        bootstrap, more, docs = bootstrap_and_docs()
     else:
         synced, over_limits = _synced_tree(synced_objects(inventory), source)
         bootstrap, more, docs = bootstrap_and_docs()

@@ -38,6 +38,7 @@ VARIANTS: dict[str, Change] = {
     "kyverno-image": setting("cluster.components.kyverno.admissionControllerImage",
                           "registry.example.org/kyverno/kyverno:patched-arm64"),
     "kueue-timeout": setting("cluster.components.kueue.podsReadyTimeout", "1h30m"),
+    "group-applications": setting("cluster.gitops.groupApplications", 3),
 }
 
 
@@ -53,6 +54,10 @@ def inventories() -> Iterator[tuple[str, str]]:
     for classes, groups, namespaces in ((2, 3, 1), (8, 40, 3), (64, 2000, 3)):
         yield (f"synth {classes}x{groups}x{namespaces}",
                synth.to_yaml(synth.build(classes, groups, namespaces)))
+    # National scale split into the groups' Applications (docs/scale.md).
+    national = synth.build(64, 2000, 3)
+    national["cluster"]["gitops"]["groupApplications"] = 8
+    yield "synth 64x2000x3 in 8 group Applications", synth.to_yaml(national)
     # The examples (several clusters among them: the simulated platform's), then national scale over 3 and 8 workers.
     for path in sorted(REPO.glob("examples/*/gpu_classes.yaml")):
         yield path.relative_to(REPO).as_posix(), path.read_text(encoding="utf-8")

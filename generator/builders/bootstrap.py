@@ -27,15 +27,18 @@ from generator.components import COMPONENTS
 from generator.components.facts import Role, ValuesContext
 from generator.layout import KUSTOMIZATION_FILE
 from generator.inventory import clusters
-from generator.inventory.naming import (GPUGEN_PROJECT, KUBE_SYSTEM, ROOT_PROJECT, cluster_tree_application_name,
-                                        component_application_name, project_name, research_namespaces,
-                                        root_application_name)
+from generator.inventory.naming import (GPUGEN_PROJECT, KUBE_SYSTEM, ROOT_PROJECT, application_folders,
+                                        cluster_tree_application_name, component_application_name, project_name,
+                                        research_namespaces, root_application_name, synced_application_name)
 from generator.inventory.models import Component, Inventory
 from generator.kinds import RBAC, project_whitelist
 
 COMPONENT_LABEL = "gpugen/component"
-# The gpugen Application's wave: after every component (components.COMPONENTS gives theirs).
+# The gpugen Application's wave: after every component (components.COMPONENTS gives theirs). A tree split into
+# Applications (cluster.gitops.groupApplications): the platform's at GPUGEN_WAVE, the groups' after it, so that the
+# guardrails are there before a research namespace is.
 GPUGEN_WAVE = "10"
+GROUPS_WAVE = "11"
 
 
 def components(inventory: Inventory) -> dict[str, Component]:
@@ -218,10 +221,15 @@ def platform_objects(inventory: Inventory) -> list[dict[str, Any]]:
                                project_whitelist(namespaced=True, monitoring=monitoring is not None), "-1"))
     # Every namespaced object in rendered/ names its namespace; Argo CD still wants the Application's own
     # destination inside the project: the first research namespace.
-    app = argocd.directory_application(inventory, gitops.applicationName, project_name(inventory, GPUGEN_PROJECT),
-                                       gitops.path, research[0], exclude=KUSTOMIZATION_FILE, synced_tree=True)
-    app["metadata"] = _waved(app["metadata"], GPUGEN_WAVE)
-    objects.append(app)
+    folders = application_folders(inventory)
+    for index, folder in enumerate(folders or [None]):
+        app = argocd.directory_application(
+            inventory, synced_application_name(inventory, folder) if folder else gitops.applicationName,
+            project_name(inventory, GPUGEN_PROJECT), f"{gitops.path}/{folder}" if folder else gitops.path,
+            research[0], exclude=KUSTOMIZATION_FILE, synced_tree=True)
+        # A split tree: the platform's Application (policies, flavors, runtimes) before the groups'.
+        app["metadata"] = _waved(app["metadata"], GPUGEN_WAVE if index == 0 else GROUPS_WAVE)
+        objects.append(app)
     return objects
 
 

@@ -115,6 +115,10 @@ class Storage(Strict):
     workspace: VolumeClaim
 
 
+# Enough for the largest platform this project measures (docs/scale.md) many times over.
+MAX_GROUP_APPLICATIONS = 512
+
+
 class GitOps(Strict):
     """Where Argo CD finds the rendered tree."""
 
@@ -125,6 +129,10 @@ class GitOps(Strict):
     applicationNamespace: DnsLabel = "argocd"
     # Where the rendered bootstrap/ tree lives in the repository (the app-of-apps syncs <bootstrapPath>/platform).
     bootstrapPath: Annotated[str, StringConstraints(min_length=1)] = "bootstrap"
+    # A platform too large for one Application (docs/scale.md): the groups' objects in this many Applications, a
+    # group's by a hash of its name (<path>/groups-<k>), beside the platform's shared objects (<path>/platform).
+    # Unset: one Application syncs the whole tree. Changing it moves groups between Applications: plan says which.
+    groupApplications: Annotated[int, Field(ge=1, le=MAX_GROUP_APPLICATIONS)] | None = None
 
 
 class ChartMirror(Strict):

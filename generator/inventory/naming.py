@@ -90,6 +90,39 @@ def component_application_name(cluster: str, component: str) -> str:
     return f"{cluster}-{component}"
 
 
+# The folder of the synced tree that holds the platform's shared objects when the groups' objects are in Applications
+# of their own (cluster.gitops.groupApplications).
+PLATFORM_FOLDER = "platform"
+
+
+def group_application(inventory: Inventory, group_name: str) -> int:
+    """The index of the Application that syncs a group's objects (cluster.gitops.groupApplications): a hash of the
+    group's name alone, so adding or removing another group never moves it."""
+    count = inventory.cluster.gitops.groupApplications or 1
+    return int(hashlib.sha256(group_name.encode("utf-8")).hexdigest(), 16) % count
+
+
+def group_application_folder(inventory: Inventory, index: int) -> str:
+    """The synced tree's folder of the index-th groups' Application: groups-<k>, k zero-padded to one width."""
+    width = len(str((inventory.cluster.gitops.groupApplications or 1) - 1))
+    return f"groups-{index:0{width}d}"
+
+
+def application_folders(inventory: Inventory) -> list[str]:
+    """The folders of a synced tree of one cluster split into Applications, the platform's first; [] when one
+    Application syncs it all (no cluster.gitops.groupApplications, or several clusters: a tree per cluster)."""
+    count = inventory.cluster.gitops.groupApplications
+    if count is None or clusters.several(inventory):
+        return []
+    return [PLATFORM_FOLDER, *(group_application_folder(inventory, index) for index in range(count))]
+
+
+def synced_application_name(inventory: Inventory, folder: str) -> str:
+    """The Application that syncs a folder of the tree: the platform's keeps the gpugen Application's name."""
+    name = inventory.cluster.gitops.applicationName
+    return name if folder == PLATFORM_FOLDER else f"{name}-{folder}"
+
+
 def cluster_tree_application_name(inventory: Inventory, cluster: str) -> str:
     """Several clusters: the Application the ApplicationSet makes for `cluster`, which syncs its tree."""
     return f"{inventory.cluster.gitops.applicationName}-{cluster}"

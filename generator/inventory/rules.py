@@ -135,6 +135,10 @@ def _check_clusters(inventory: Inventory) -> Iterator[Finding]:
                     f"names cluster {gpu_class.cluster!r}, but the inventory declares no clusters: it is one "
                     "cluster, so leave cluster: out")
         return
+    if inventory.cluster.gitops.groupApplications is not None:
+        yield ("cluster", "gitops", "groupApplications"), (
+            "splits the tree of one cluster; with clusters: each cluster's tree is an Application of its own, so "
+            "leave groupApplications out")
     if inventory.cluster.monitoring is not None:
         yield ("cluster", "monitoring"), ("gpugen monitors one cluster; with clusters: remove monitoring: "
                                           "(docs/multi-cluster.md): its alerts would watch GPU nodes the manager "

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from generator.inventory.naming import GPU_CLASS_ANNOTATION
-from generator.layout import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE, cluster_folders
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 Files = dict[str, bytes]
@@ -17,6 +17,19 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # a national-scale plan
 
 
 def objects_of(files: Files) -> dict[Key, dict[str, Any]]:
+    return read_tree(files)[0]
+
+
+def read_tree(files: Files) -> tuple[dict[Key, dict[str, Any]], dict[Key, str]]:
+    """The tree's objects, and for a tree split into Applications (cluster.gitops.groupApplications) the folder of
+    the Application each is in (layout.cluster_folders); {} for a tree one Application syncs."""
+    read = _read(files)
+    folders = cluster_folders(files)
+    return ({key: obj for key, (obj, _) in read.items()},
+            {key: path.partition("/")[0] for key, (_, path) in read.items() if path.partition("/")[0] in folders})
+
+
+def _read(files: Files) -> dict[Key, tuple[dict[str, Any], str]]:
     objects = {}
     for path, content in files.items():
         if path.endswith(KUSTOMIZATION_FILE) or not path.endswith(".yaml"):
@@ -24,7 +37,7 @@ def objects_of(files: Files) -> dict[Key, dict[str, Any]]:
         for obj in yaml.load_all(content, Loader=_Loader):
             if obj:
                 meta = obj["metadata"]
-                objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
+                objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = (obj, path)
     return objects
 
 

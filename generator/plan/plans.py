@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from generator.kinds import SYNCED_KINDS
 from generator.plan.diff import ObjectChange, diff
-from generator.plan.objects import Files, objects_of
-from generator.plan.risks import Risk, risks
+from generator.plan.objects import Files, Key, read_tree
+from generator.plan.risks import MOVES, Risk, risks
 
 
 @dataclass
 class Plan:
     changes: list[ObjectChange]
     risks: list[Risk]
+    # A tree split into Applications: the folder of the Application each changed object is in (the base's for a
+    # removed one); {} for a tree one Application syncs.
+    applications: dict[Key, str] = field(default_factory=dict)
 
     def by_kind(self) -> dict[str, list[ObjectChange]]:
         grouped: dict[str, list[ObjectChange]] = {}
@@ -25,6 +28,12 @@ class Plan:
 
 
 def make_plan(base_files: Files, new_files: Files) -> Plan:
-    base, new = objects_of(base_files), objects_of(new_files)
+    (base, base_folders), (new, new_folders) = read_tree(base_files), read_tree(new_files)
     changes = diff(base, new)
-    return Plan(changes, risks(base, new, changes))
+    found = risks(base, new, changes)
+    # An object whose Application changes is pruned by the one and created by the other: whatever runs on it stops.
+    found += [Risk(key, f"{MOVES}: from the Application of {base_folders.get(key) or 'the whole tree'} to that of "
+                        f"{new_folders.get(key) or 'the whole tree'}; the first prunes it, the second creates it anew")
+              for key in sorted(base.keys() & new.keys()) if base_folders.get(key) != new_folders.get(key)]
+    return Plan(changes, found, {change.key: new_folders.get(change.key) or base_folders.get(change.key, "")
+                                 for change in changes if change.key in new_folders or change.key in base_folders})

@@ -19,6 +19,7 @@ from generator.plan.objects import Key, class_flavor, flavor_classes, flavors_us
 RECREATE = "delete and recreate"
 WAITS_ON_WORKLOADS = "waits on running workloads"
 PREEMPTS = "preempts running work"
+MOVES = "moves between Applications"
 # A preemption setting's values, from the one that stops the fewest running jobs.
 _PREEMPTION_ORDER = {"Never": 0, "LowerPriority": 1, "LowerOrNewerEqualPriority": 2, "Any": 3}
 

@@ -10,8 +10,8 @@ LAYERS = [
                "generator.freetext", "generator.fields"}),
     ("inventory", {"generator.inventory"}),
     ("builders", {"generator.builders"}),
-    ("trees and files", {"generator.tree", "generator.userdocs", "generator.plan", "generator.files",
-                         "generator.report"}),
+    ("trees and files", {"generator.tree", "generator.applications", "generator.userdocs", "generator.plan",
+                         "generator.files", "generator.report"}),
     ("use cases", {"generator.usecases"}),
     ("command line", {"generator.cli", "generator.__main__"}),
 ]

@@ -42,6 +42,38 @@ def test_every_application_and_every_object_it_applies_is_inside_its_project(che
     assert not violations, "outside their AppProjects (Argo CD would refuse these):\n" + "\n".join(violations)
 
 
+def test_a_tree_split_into_applications_stays_inside_the_gpugen_project(checker):
+    """A platform whose groups are in Applications of their own (cluster.gitops.groupApplications): each of those
+    Applications and the platform's, and every object each applies, are inside the gpugen AppProject; every object
+    of the tree is applied by exactly one of them."""
+    import yaml
+
+    from generator.inventory.load import load_inventory_text
+    from generator.layout import KUSTOMIZATION_FILE
+    from generator.tree import render_trees
+    from tests.support import synth
+    from tests.support.inventories import to_text
+
+    data = synth.build(2, 12, 2)
+    data["cluster"]["gitops"]["groupApplications"] = 3
+    rendered = render_trees(load_inventory_text(to_text(data), "split.yaml"), "split.yaml")
+    bootstrap_objects = [yaml.safe_load(content) for content in rendered.bootstrap.values()]
+    projects = [o for o in bootstrap_objects if o["kind"] == "AppProject"]
+    synced = [o for o in bootstrap_objects if o["kind"] == "Application"
+              and o["spec"]["source"].get("path", "").startswith("rendered/")]
+    assert len(synced) == 4
+
+    def tree(path: str) -> list:
+        folder = path.removeprefix("rendered/") + "/"
+        return [P.Manifest.of(yaml.safe_load(content)) for name, content in rendered.synced.items()
+                if name.startswith(folder) and not name.endswith(KUSTOMIZATION_FILE)]
+    entries = P.checker_entries([(app, tree(app["spec"]["source"]["path"])) for app in synced])
+    assert sum(len(entry["objects"]) for entry in entries) == sum(
+        not name.endswith(KUSTOMIZATION_FILE) for name in rendered.synced)
+    violations = P.run_checker(checker, projects, entries)
+    assert not violations, "outside their AppProjects (Argo CD would refuse these):\n" + "\n".join(violations)
+
+
 @pytest.mark.tools  # helm renders the component charts (components.chart_objects, cached)
 @pytest.mark.parametrize("own", [False, True], ids=["same-components", "a-cluster-with-its-own"])
 def test_several_clusters_every_application_generated_or_not_stays_inside_its_project(checker, own):

@@ -20,7 +20,7 @@ from simulation import go_tools
 from simulation.prerequisites import unavailable
 
 from generator.inventory.quantity import parse_quantity
-from generator.layout import directory_size_warning
+from generator.layout import APPLICATION_TARGET_BYTES, directory_size_warning
 from generator.versions import pin
 from simulation.waiting import ceiling
 
@@ -276,17 +276,21 @@ def test_render_warns_when_argo_cds_directory_size_limit_would_refuse_the_tree()
                             source)
     limit = int(parse_quantity(default))
     assert directory_size_warning({"kustomization.yaml": b"x" * 2 * limit, "a.yaml": b"x" * 100}) is None
-    assert directory_size_warning({"a.yaml": b"x" * limit}) is None
+    assert directory_size_warning({"a.yaml": b"x" * APPLICATION_TARGET_BYTES}) is None
+    # Over the target, under the limit: the split is advised, the limit not named.
+    warning = directory_size_warning({"a.yaml": b"x" * limit})
+    assert "groupApplications" in warning and "reposerver.max" not in warning
     warning = directory_size_warning({"a.yaml": b"x" * (limit // 2), "b.yaml": b"x" * (limit - limit // 2 + 1)})
     assert f"{limit + 1:,} bytes" in warning and "reposerver.max.combined.directory.manifests.size" in warning
     # Several clusters: one Application per cluster's folder, each within the limit however large the whole.
-    half = b"x" * (limit // 2)
+    half = b"x" * (APPLICATION_TARGET_BYTES // 2)
     several = {f"{cluster}/{name}": content for cluster in ("hub", "flame", "ember")
                for name, content in (("kustomization.yaml", b"resources: []"), ("a.yaml", half))}
     assert directory_size_warning(several) is None
     several["flame/b.yaml"] = half + b"xx"
     assert directory_size_warning(several).startswith(
-        f"cluster flame's synced manifests add up to {2 * len(half) + 2:,} bytes")
+        f"the synced manifests of flame/ (one Application) add up to {2 * len(half) + 2:,} bytes")
+    assert "groupApplications" in directory_size_warning(several)
 
 
 def test_the_inventory_rules_hold_the_pinned_kueue_crd_limits():

@@ -38,7 +38,8 @@ def plan_markdown(plan: Plan, limit: int = GITHUB_COMMENT_LIMIT - 512) -> str:
     for kind, changes in plan.by_kind().items():
         details += [f"<details><summary>{kind} ({len(changes)})</summary>", ""]
         for change in changes:
-            details.append(f"- `{object_name(change.key)}` {change.action}")
+            where = f" in `{plan.applications[change.key]}/`" if change.key in plan.applications else ""
+            details.append(f"- `{object_name(change.key)}` {change.action}{where}")
             details += [f"  - `{fc.path}`: `{field_change(fc).replace(' -> ', '` → `')}`" for fc in change.fields]
         details += ["", "</details>", ""]
 

@@ -18,7 +18,8 @@ def plan_text(plan: Plan) -> str:
         lines += ["", f"{kind}"]
         for change in changes:
             sign = {"added": "+", "removed": "-", "changed": "~"}[change.action]
-            lines.append(f"  {sign} {object_name(change.key)} ({change.action})")
+            where = f", in {plan.applications[change.key]}/" if change.key in plan.applications else ""
+            lines.append(f"  {sign} {object_name(change.key)} ({change.action}{where})")
             lines += [f"      {fc.path}: {field_change(fc)}" for fc in change.fields]
     return "\n".join(lines) + "\n"
 
