@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from generator.errors import BaseUnreadable, EditRefused, GitError, OutputRefused
-from generator.inventory import load_inventory
-from generator.layout import cluster_folders, directory_size_warning
+from generator.inventory import clusters, load_inventory
+from generator.layout import directory_size_warning
 from generator.tree import RenderedTrees, render_trees
 from generator.files.fs import write_file_atomically
 from generator.files.lock import output_lock, remove_leftovers
@@ -102,7 +102,8 @@ def plan(inventory_path: Path, out_dir: Path, base: str):
     from generator.plan.clusters import make_cluster_plans
     from generator.plan.plans import make_plan
 
-    trees = render_inventory(inventory_path)
+    inventory = load_inventory(inventory_path)
+    trees = render_trees(inventory, inventory_path.name)
     try:
         base_files = files_at(base, out_dir)
     except (GitError, OSError, ValueError) as error:  # ValueError: --out outside the repository
@@ -112,7 +113,9 @@ def plan(inventory_path: Path, out_dir: Path, base: str):
         listed = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         raise BaseUnreadable(f"{out_dir}/ at {base} holds files gpugen did not write ({listed}): is --out the "
                              "rendered tree?")
-    if cluster_folders(trees.synced):
+    # Several clusters: a plan per cluster's folder. A tree of one cluster split into Applications has folders too,
+    # one plan over them (plans.Plan names each change's folder).
+    if clusters.several(inventory):
         return make_cluster_plans(base_files, trees.synced)
     return make_plan(base_files, trees.synced)
 

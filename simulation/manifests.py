@@ -27,9 +27,14 @@ def manifest_files():
 
 
 def tree_objects(tree):
-    """The objects Argo CD syncs from a rendered tree: the files its kustomization.yaml lists (exactly those)."""
-    kustomization = yaml.safe_load((pathlib.Path(tree) / "kustomization.yaml").read_text())
-    return [load_one(pathlib.Path(tree) / f) for f in kustomization["resources"]]
+    """The objects Argo CD syncs from a rendered tree: the files its kustomization.yaml lists (exactly those); for a
+    tree split into Applications (cluster.gitops.groupApplications), those of each folder's, folder by folder."""
+    root = pathlib.Path(tree)
+    if not (root / "kustomization.yaml").is_file():
+        folders = sorted(p for p in root.iterdir() if (p / "kustomization.yaml").is_file())
+        return [obj for folder in folders for obj in tree_objects(folder)]
+    kustomization = yaml.safe_load((root / "kustomization.yaml").read_text())
+    return [load_one(root / f) for f in kustomization["resources"]]
 
 
 # libyaml's loader and dumper where PyYAML has them (same YAML 1.1 rules as the pure-Python ones): the charts'

@@ -103,9 +103,11 @@ def group_application(inventory: Inventory, group_name: str) -> int:
 
 
 def group_application_folder(inventory: Inventory, index: int) -> str:
-    """The synced tree's folder of the index-th groups' Application: groups-<k>, k zero-padded to one width."""
-    width = len(str((inventory.cluster.gitops.groupApplications or 1) - 1))
-    return f"groups-{index:0{width}d}"
+    """The synced tree's folder of the index-th groups' Application: groups-<k>-of-<N>, k zero-padded. N is in the
+    name so that another N renames every groups' Application: the old ones are deleted without their objects, which
+    the new ones adopt (docs/scale.md), where a kept name would prune the groups that leave it."""
+    count = inventory.cluster.gitops.groupApplications or 1
+    return f"groups-{index:0{len(str(count - 1))}d}-of-{count}"
 
 
 def application_folders(inventory: Inventory) -> list[str]:
@@ -118,9 +120,9 @@ def application_folders(inventory: Inventory) -> list[str]:
 
 
 def synced_application_name(inventory: Inventory, folder: str) -> str:
-    """The Application that syncs a folder of the tree: the platform's keeps the gpugen Application's name."""
-    name = inventory.cluster.gitops.applicationName
-    return name if folder == PLATFORM_FOLDER else f"{name}-{folder}"
+    """The Application that syncs a folder of a split tree: <applicationName>-<folder>. None keeps the name of the
+    whole tree's Application, so that splitting or joining the tree renames them all (docs/scale.md)."""
+    return f"{inventory.cluster.gitops.applicationName}-{folder}"
 
 
 def cluster_tree_application_name(inventory: Inventory, cluster: str) -> str:

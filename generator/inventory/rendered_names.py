@@ -28,7 +28,7 @@ from generator.inventory.models import Inventory
 from generator.inventory.contract import JOB_LIMITS
 from generator.inventory.naming import (DEFAULT_LOCAL_QUEUE, GPUGEN_PROJECT, MULTIKUEUE_IDENTITY, PLATFORM_RULES,
                                         RESEARCHER, ROOT_PROJECT, cluster_tree_application_name,
-                                        component_application_name, flavor_name, group_application_folder,
+                                        component_application_name, flavor_name, application_folders,
                                         group_rules_name, group_uid, platform_uid, project_name, root_application_name,
                                         runtime_name, synced_application_name)
 
@@ -160,11 +160,12 @@ def _argocd_names(inventory: Inventory) -> Iterator[RenderedName]:
     yield named("AppProject", project_name(inventory, GPUGEN_PROJECT), platform_name, "the gpugen Application")
     application = ("cluster", "gitops", "applicationName")
     if not several:
-        yield named("Application", gitops.applicationName, application, "the gpugen Application")
-        for index in range(gitops.groupApplications or 0):
-            folder = group_application_folder(inventory, index)
-            yield named("Application", synced_application_name(inventory, folder),
-                        ("cluster", "gitops", "groupApplications"), f"the Application of the groups in {folder}")
+        folders = application_folders(inventory)
+        if not folders:
+            yield named("Application", gitops.applicationName, application, "the gpugen Application")
+        for folder in folders:
+            yield named("Application", synced_application_name(inventory, folder), application,
+                        f"the Application of {folder}/")
         return
     yield named("ApplicationSet", gitops.applicationName, application, "the ApplicationSet of the clusters' trees")
     for cluster in inventory.clusters:

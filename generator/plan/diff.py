@@ -18,7 +18,7 @@ class FieldChange:
 @dataclass
 class ObjectChange:
     key: Key
-    action: str  # added | removed | changed
+    action: str  # added | removed | changed | moved (to another Application, unchanged: plans.py)
     fields: list[FieldChange] = field(default_factory=list)
 
 

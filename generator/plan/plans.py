@@ -27,13 +27,24 @@ class Plan:
         return dict(sorted(grouped.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 
 
+def _folder(folder: str | None) -> str:
+    return f"{folder}/" if folder else "the whole tree"
+
+
 def make_plan(base_files: Files, new_files: Files) -> Plan:
     (base, base_folders), (new, new_folders) = read_tree(base_files), read_tree(new_files)
     changes = diff(base, new)
     found = risks(base, new, changes)
-    # An object whose Application changes is pruned by the one and created by the other: whatever runs on it stops.
-    found += [Risk(key, f"{MOVES}: from the Application of {base_folders.get(key) or 'the whole tree'} to that of "
-                        f"{new_folders.get(key) or 'the whole tree'}; the first prunes it, the second creates it anew")
-              for key in sorted(base.keys() & new.keys()) if base_folders.get(key) != new_folders.get(key)]
+    # An object changes Application only when its folder is renamed (splitting or joining the tree, another number
+    # of groups' Applications): the old Application goes with the change, deleted without its objects (gpugen's
+    # Applications carry no resources finalizer), and the new one adopts the object in place.
+    moved = [key for key in sorted(base.keys() & new.keys()) if base_folders.get(key) != new_folders.get(key)]
+    found += [Risk(key, f"{MOVES}: from the Application of {_folder(base_folders.get(key))} to that of "
+                        f"{_folder(new_folders.get(key))}; the first is deleted without its objects and the second "
+                        "adopts this one in place, neither deleting nor recreating it")
+              for key in moved]
+    changed = {change.key for change in changes}
+    changes = sorted(changes + [ObjectChange(key, "moved") for key in moved if key not in changed],
+                     key=lambda change: change.key)
     return Plan(changes, found, {change.key: new_folders.get(change.key) or base_folders.get(change.key, "")
                                  for change in changes if change.key in new_folders or change.key in base_folders})

@@ -8,6 +8,8 @@ back.
   waits on exactly that (the pruned ClusterQueue, held by Kueue until the job ends), then completes;
 - a change Kueue refuses (a hand edit of rendered/): Argo CD reports the refusal and applies nothing; reverting the
   commit repairs it.
+- splitting the tree into the groups' Applications (cluster.gitops.groupApplications) and back: each group's
+  objects move to its own Application and back, `plan` predicting every move.
 (Removing a class is journey 8.) Each sync also checks the model of Argo CD's sync that the tiers without Argo CD
 use (simulation/argo_sync.py): it must plan the tasks the real controller planned, in the same order.
 """
@@ -135,6 +137,55 @@ def test_s2_removing_a_group_while_its_job_runs_waits_on_that_job_as_plan_says(f
             flame.sync(flame.inventory_file, f"group {b} back", SYNC_USUAL)
         assert flame.admin.get(KUEUE, "ClusterQueue", b)
         assert flame.admin.get(KUEUE, "LocalQueue", "default", ns)
+
+
+# ---------------------------------------------------------------- the tree split into Applications
+
+def tracked_by(obj: dict) -> str:
+    """The Application whose tracking id an object carries (Argo CD's annotation tracking)."""
+    return obj["metadata"].get("annotations", {}).get("argocd.argoproj.io/tracking-id", "").partition(":")[0]
+
+
+def test_s4_splitting_the_tree_into_group_applications_and_back(flame_cluster, tmp_path):
+    """docs/scale.md on the running FLAME: with groupApplications the real Argo CD replaces the whole tree's
+    Application with the platform's and the groups', which adopt their objects in place (plan says so of each, and
+    none is deleted: the ClusterQueues keep their uid), every Application settles Synced and Healthy, and a job is
+    admitted on the split platform; removing the setting joins them back the same way."""
+    from generator.inventory.load import load_inventory
+    from generator.inventory.naming import group_application, group_application_folder, synced_application_name
+    flame = flame_cluster
+    split = inventory_variant(flame, tmp_path, lambda d: d["cluster"]["gitops"].__setitem__("groupApplications", 2))
+    inventory = load_inventory(split)
+    predicted = plan(flame, split)
+    assert "moves between Applications" in predicted, predicted
+    name = flame.inventory.cluster.gitops.applicationName
+    uids = {group: flame.admin.get(KUEUE, "ClusterQueue", group)["metadata"]["uid"] for group in inventory.groups}
+    with Timer("s4 split into Applications"):
+        try:
+            flame.sync(split, "the groups in Applications of their own", SYNC_USUAL)
+            apps = {a["metadata"]["name"] for a in flame.admin.list("argoproj.io/v1alpha1", "Application", "argocd")}
+            assert name not in apps and f"{name}-platform" in apps, apps
+            for group, spec in inventory.groups.items():
+                own = synced_application_name(
+                    inventory, group_application_folder(inventory, group_application(inventory, group)))
+                assert tracked_by(flame.admin.get(KUEUE, "ClusterQueue", group)) == own, group
+                for ns in spec.namespaces:
+                    assert tracked_by(flame.admin.get(KUEUE, "LocalQueue", "default", ns)) == own, ns
+            assert tracked_by(flame.admin.get(KUEUE, "ResourceFlavor", CLASS)) == f"{name}-platform"
+            assert {group: flame.admin.get(KUEUE, "ClusterQueue", group)["metadata"]["uid"]
+                    for group in inventory.groups} == uids
+            r = researcher(flame, next(iter(inventory.groups)))
+            ns = r.namespaces[0]
+            _, job = submit(r, resources_per_node={"gpu": 1})
+            wait_workload(r.client, ns, "TrainJob", job, "Admitted")
+            wait_trainjob_complete(r, ns, job)
+        finally:
+            flame.sync(flame.inventory_file, "one Application again", SYNC_USUAL)
+        apps = {a["metadata"]["name"] for a in flame.admin.list("argoproj.io/v1alpha1", "Application", "argocd")}
+        assert not [app for app in apps if app.startswith(f"{name}-")], apps
+        for group in flame.inventory.groups:
+            assert tracked_by(flame.admin.get(KUEUE, "ClusterQueue", group)) == name, group
+            assert flame.admin.get(KUEUE, "ClusterQueue", group)["metadata"]["uid"] == uids[group], group
 
 
 # ---------------------------------------------------------------- a change the cluster refuses

@@ -103,4 +103,4 @@ def test_plan_names_the_application_of_each_change_and_flags_what_moves():
     del one["cluster"]["gitops"]["groupApplications"]
     moved = [risk for risk in make_plan(render(one), render(data)).risks if "moves between Applications" in risk.what]
     assert len(moved) == len(where(render(data))), moved[:3]
-    assert any(f"to that of {own}; the first prunes it" in risk.what for risk in moved)
+    assert any(f"to that of {own}/; the first is deleted without its objects" in risk.what for risk in moved)

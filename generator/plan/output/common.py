@@ -46,8 +46,9 @@ def field_change(fc: FieldChange) -> str:
 
 def counts(plan: Plan) -> str:
     actions = [c.action for c in plan.changes]
+    moved = f"{actions.count('moved')} moved, " if "moved" in actions else ""  # only a split tree's objects move
     return (f"{actions.count('added')} added, {actions.count('changed')} changed, {actions.count('removed')} removed, "
-            f"{len(plan.risks)} risk(s)")
+            f"{moved}{len(plan.risks)} risk(s)")
 
 
 def class_move(move: ClassMove) -> str:

@@ -17,7 +17,7 @@ def plan_text(plan: Plan) -> str:
     for kind, changes in plan.by_kind().items():
         lines += ["", f"{kind}"]
         for change in changes:
-            sign = {"added": "+", "removed": "-", "changed": "~"}[change.action]
+            sign = {"added": "+", "removed": "-", "changed": "~", "moved": ">"}[change.action]
             where = f", in {plan.applications[change.key]}/" if change.key in plan.applications else ""
             lines.append(f"  {sign} {object_name(change.key)} ({change.action}{where})")
             lines += [f"      {fc.path}: {field_change(fc)}" for fc in change.fields]
