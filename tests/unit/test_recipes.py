@@ -224,9 +224,12 @@ def test_components_added_by_the_recipe_render_and_pass_the_unit_checks(componen
     tree = component_tree
     objects = [yaml.safe_load(path.read_text()) for path in sorted((tree / "bootstrap" / "platform").rglob("*.yaml"))]
     apps = {o["metadata"]["labels"].get("gpugen/component"): o for o in objects if o["kind"] == "Application"}
+    pinned = dict(line.split("=", 1) for line in (tree / "generator" / "versions.env").read_text().splitlines()
+                  if "=" in line and not line.startswith("#"))
     assert apps["deviceplugin"]["spec"]["source"] == {
         "repoURL": "https://nvidia.github.io/k8s-device-plugin", "chart": "nvidia-device-plugin",
-        "targetRevision": "0.17.4", "helm": {"releaseName": "nvidia-device-plugin"}}  # no values: the chart's own
+        "targetRevision": pinned["DEVICEPLUGIN_CHART_VERSION"],
+        "helm": {"releaseName": "nvidia-device-plugin"}}  # no values: the chart's own
     assert apps["deviceplugin"]["spec"]["destination"]["namespace"] == "nvidia-device-plugin"
     assert apps["kwok"]["spec"]["source"]["chart"] == "kwok"
     projects = {o["metadata"]["name"] for o in objects if o["kind"] == "AppProject"}
