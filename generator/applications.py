@@ -9,6 +9,7 @@ namespaces), and moves no object from one Application to another.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from generator.inventory.models import Inventory
@@ -24,7 +25,7 @@ def group_objects(inventory: Inventory) -> dict[ObjectKey, str]:
             if name.cluster is None and len(name.source) > 1 and name.source[0] == "groups"}
 
 
-def folder_of(inventory: Inventory) -> Any:
+def folder_of(inventory: Inventory) -> Callable[[dict[str, Any]], str]:
     """A function from an object to the folder of the Application that syncs it."""
     owners = group_objects(inventory)
     group_folders = {group: group_application_folder(inventory, group_application(inventory, group))

@@ -105,34 +105,41 @@ def _bootstrap_files(inventory: Inventory, source: str) -> tuple[Files, Problems
     return dict(sorted(files.items())), problems
 
 
+def _refuse_too_many(objects: list[dict[str, Any]]) -> None:
+    if len(objects) > limits.MAX_OBJECTS:
+        raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+
+
+def _directory(files: Files, source: str) -> Files:
+    """One Application's directory: its files in order, and the kustomization.yaml listing them."""
+    files = dict(sorted(files.items()))
+    files[KUSTOMIZATION_FILE] = kustomization(list(files), source)
+    return files
+
+
 def _synced_tree(objects: list[dict[str, Any]], source: str, emitted: Emitted | None = None
                  ) -> tuple[Files, Problems]:
     """One Application's directory: a file per object, and the kustomization.yaml listing them. The object limit
-    holds per directory."""
-    if len(objects) > limits.MAX_OBJECTS:
-        raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+    holds per cluster's tree."""
+    _refuse_too_many(objects)
     files, problems = _emit(objects, source, emitted) if emitted is not None else _emit_halves(objects, source)
-    files = dict(sorted(files.items()))
-    files[KUSTOMIZATION_FILE] = kustomization(list(files), source)
-    return files, problems
+    return _directory(files, source), problems
 
 
 def _application_trees(inventory: Inventory, objects: list[dict[str, Any]], source: str) -> tuple[Files, Problems]:
     """One cluster's tree as several Applications' folders (applications.py): <folder>/ each with its files and its
-    kustomization.yaml, every folder present even when it holds no object."""
-    if len(objects) > limits.MAX_OBJECTS:
-        raise OverLimits([("(tree)", f"{len(objects):,} objects; gpugen renders at most {limits.MAX_OBJECTS:,}")])
+    kustomization.yaml, every folder present even when it holds no object. Emitted as one tree (its halves on the
+    two cores), then shared out."""
+    _refuse_too_many(objects)
     emitted, problems = _emit_halves(objects, source)
     folder_of = applications.folder_of(inventory)
-    by_folder: dict[str, Files] = {folder: {} for folder in application_folders(inventory)}
     where = {object_path(obj): folder_of(obj) for obj in objects}
+    by_folder: dict[str, Files] = {folder: {} for folder in application_folders(inventory)}
     for path, content in emitted.items():
         by_folder[where[path]][path] = content
     files: Files = {}
     for folder, tree in by_folder.items():
-        tree = dict(sorted(tree.items()))
-        tree[KUSTOMIZATION_FILE] = kustomization(list(tree), source)
-        files.update((f"{folder}/{path}", content) for path, content in tree.items())
+        files.update((f"{folder}/{path}", content) for path, content in _directory(tree, source).items())
     return files, [(f"{where[path]}/{path}", reason) for path, reason in problems]
 
 

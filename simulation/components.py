@@ -17,9 +17,11 @@ from simulation import go_tools, manifests, pins
 
 HERE = pathlib.Path(__file__).resolve().parent
 
+# component -> how the simulations run it, for the components they run (the others' folders say NotSimulated)
+SIMULATED = {name: run for name, facts in COMPONENTS.items() if (run := facts.simulated()) is not None}
 # component -> the Deployments of its chart this simulation runs as processes (facts.Process: a name suffix, the
 # tool that runs it, its host flags and environment)
-RUNS = {name: facts.simulated().processes for name, facts in COMPONENTS.items() if facts.simulated()}
+RUNS = {name: run.processes for name, run in SIMULATED.items()}
 COMPONENT_TOOLS = [process.tool for processes in RUNS.values() for process in processes] + ["helm"]
 
 
@@ -53,7 +55,7 @@ def component_applications(bootstrap: pathlib.Path) -> list[dict]:
         obj = manifests.load_one(f)
         if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
             facts = COMPONENTS[obj["metadata"]["labels"][COMPONENT_LABEL]]
-            if facts.simulated() is None:
+            if facts.name not in SIMULATED:
                 raise LookupError(f"the simulated clusters cannot install {facts.name}: {facts.simulation.why} "
                                   f"(generator/components/{facts.name}/); simulate the inventory with "
                                   f"cluster.components.{facts.name} install: false, existing: true")

@@ -20,14 +20,14 @@ import pathlib
 import time
 
 from simulation import go_tools, manifests, pins
-from generator.components import COMPONENTS
 from generator.components import kyverno as kyverno_facts
 from generator.inventory import load_inventory
 
 # ToolMissing as ToolMissing: re-exported, start_flame raises it.
 from simulation.cluster import (CLUSTER_TOOLS, JOB_POD_RUN_SECONDS, ToolMissing as ToolMissing, identity_kubeconfig,
                                 require_tools, start_kubernetes)
-from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, RUNS, chart_objects, component_applications
+from simulation.components import (COMPONENT_LABEL, COMPONENT_TOOLS, RUNS, SIMULATED, chart_objects,
+                                  component_applications)
 from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, push_charts, start_argocd,
                           start_git, start_redis, start_registry)
 from simulation.pods import Container, PodRuntime, image_repository
@@ -42,8 +42,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 # Images of the charts' hook Jobs that the pod runtime runs (last path segment -> tools/build.sh tool), as each
 # component's folder says (generator/components/<name>/: simulation.hook_images).
-HOOK_IMAGES = {image: tool for facts in COMPONENTS.values() if facts.simulated()
-               for image, tool in facts.simulated().hook_images}
+HOOK_IMAGES = {image: tool for run in SIMULATED.values() for image, tool in run.hook_images}
 # Kyverno's http library refuses loopback and private addresses (generator/components/kyverno/): the policy tests
 # give the kyverno CLI what the simulation gives its admission controller.
 KYVERNO_HTTP_BLOCKLIST = kyverno_facts.HTTP_BLOCKLIST
@@ -51,8 +50,7 @@ ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.va
 # The site's Prometheus, when the inventory renders monitoring (simulation/prometheus.py).
 MONITORING_TOOLS = ["prometheus"]
 # Deployments of the charts this simulation does not run, and why (their pods are marked Ready).
-NOT_RUN = {deployment: why for facts in COMPONENTS.values() if facts.simulated()
-           for deployment, why in facts.simulated().not_run}
+NOT_RUN = {deployment: why for run in SIMULATED.values() for deployment, why in run.not_run}
 # Seconds Argo CD usually takes from the bootstrap to every Application Synced and Healthy on a fast machine: the
 # wait follows the Applications' progress and ends at ceiling() of it (simulation/waiting.py).
 APPLICATIONS_USUAL = 90.0

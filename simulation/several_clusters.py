@@ -27,7 +27,6 @@ import time
 import yaml
 
 from generator.builders.argocd import IN_CLUSTER
-from generator.components import COMPONENTS
 from generator.inventory import clusters as inventory_clusters
 from generator.inventory import load_inventory
 from generator.layout import KUSTOMIZATION_FILE
@@ -35,7 +34,7 @@ from generator.tree import render_trees
 from simulation import argo_sync
 from simulation.kube import message
 from simulation.cluster import CLUSTER_TOOLS, require_tools, start_kubernetes
-from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, chart_objects
+from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, SIMULATED, chart_objects
 from simulation.flame import (Researcher, onboard_research_namespaces, platform_containers,
                               researcher_identities, wait_kueue_webhook)
 from simulation.kube import Client, SyncApi, conditions, poll
@@ -45,12 +44,10 @@ from simulation.processes import ComponentFailed, Processes
 from simulation.waiting import REQUEST
 
 # role -> the components whose controllers run there (each component's folder says: simulation.roles).
-RUN_ON = {role: tuple(name for name, facts in COMPONENTS.items()
-                      if facts.simulated() and role in facts.simulated().roles) for role in ("manager", "worker")}
+RUN_ON = {role: tuple(name for name, run in SIMULATED.items() if role in run.roles) for role in ("manager", "worker")}
 # Where they do not run, of their CRDs only those of the kinds a cluster's tree holds are applied (each large CRD
 # costs every API server CPU for its OpenAPI schema; Kyverno's chart brings 22).
-TREE_CRDS_ONLY = tuple(name for name, facts in COMPONENTS.items()
-                       if facts.simulated() and facts.simulated().tree_crds_only)
+TREE_CRDS_ONLY = tuple(name for name, run in SIMULATED.items() if run.tree_crds_only)
 ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
 # Each cluster's pods get addresses of their own: POD_NETWORK[IP_BLOCK * i + 10] onwards for the i-th cluster.
 IP_BLOCK = 1000

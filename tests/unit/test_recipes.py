@@ -72,6 +72,15 @@ def tree_copy(tmp_path: Path) -> Path:
     return tree
 
 
+def recipe_tree(root: Path, recipe: str, leaving_out: str | None = None) -> Path:
+    """A copy of the tree (tree_copy) with the recipe carried out, but for its steps on the file `leaving_out`."""
+    tree = tree_copy(root)
+    for step in steps(recipe):
+        if step["file"] != leaving_out:
+            carry_out(tree, step)
+    return tree
+
+
 def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
     # The copy's own packages come first on the path: `python -m` puts its working directory there.
     return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, timeout=ceiling(300))
@@ -82,25 +91,17 @@ VENDOR_CHECKS = ["tests/unit/test_accelerators.py", "-p", "no:cacheprovider", "-
 
 @pytest.fixture(scope="module")
 def vendor_tree(tmp_path_factory) -> Path:
-    tree = tree_copy(tmp_path_factory.mktemp("recipe-vendor"))
-    for step in steps("vendor"):
-        carry_out(tree, step)
-    return tree
+    return recipe_tree(tmp_path_factory.mktemp("recipe-vendor"), "vendor")
 
 
 def test_the_vendor_recipe_touches_its_table_row_and_the_docs_row(tmp_path):
-    tree = tree_copy(tmp_path)
-    for step in steps("vendor"):
-        carry_out(tree, step)
+    tree = recipe_tree(tmp_path, "vendor")
     assert changed_files(tree) == ["docs/policies.md", "generator/inventory/accelerators.py"]
 
 
 def test_the_vendor_recipe_leaves_no_step_out(tmp_path):
     """Every step is needed: the facts without the docs' row fail the unit checks, naming the channels."""
-    tree = tree_copy(tmp_path)
-    for step in steps("vendor"):
-        if step["file"] != "docs/policies.md":
-            carry_out(tree, step)
+    tree = recipe_tree(tmp_path, "vendor", leaving_out="docs/policies.md")
     checked = run(tree, "-m", "pytest", *VENDOR_CHECKS, "-k", "guardrails_page")
     assert checked.returncode == 1, checked.stdout[-3000:]
     assert "docs/policies.md does not name ['SCRATCH_VISIBLE_DEVICES', 'SCRATCH_DEVICE_'" in checked.stdout, \
@@ -134,10 +135,7 @@ def test_a_vendor_added_by_the_recipe_is_guarded_and_checked(vendor_tree):
 
 def test_the_guardrail_recipe_leaves_no_step_out(tmp_path):
     """Without its docs row, the policy's unit checks fail, naming it."""
-    tree = tree_copy(tmp_path)
-    for step in steps("guardrail"):
-        if step["file"] != "docs/policies.md":
-            carry_out(tree, step)
+    tree = recipe_tree(tmp_path, "guardrail", leaving_out="docs/policies.md")
     checked = run(tree, "-m", "pytest", "tests/unit/test_policies.py", "-p", "no:cacheprovider", "-q",
                   "-k", "guardrails_page")
     assert checked.returncode == 1, checked.stdout[-3000:]
@@ -145,9 +143,7 @@ def test_the_guardrail_recipe_leaves_no_step_out(tmp_path):
 
 
 def test_a_guardrail_added_by_the_recipe_is_rendered_and_judges(tmp_path):
-    tree = tree_copy(tmp_path)
-    for step in steps("guardrail"):
-        carry_out(tree, step)
+    tree = recipe_tree(tmp_path, "guardrail")
     # Its CEL, its builder and its line in policies(), its docs row.
     assert changed_files(tree) == ["docs/policies.md", "generator/builders/kyverno.py",
                                    "generator/builders/kyverno_cel/scratch-job-names.yaml"]
@@ -205,9 +201,7 @@ def changed_files(tree: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def component_tree(tmp_path_factory) -> Path:
     """The copy with the recipe's two scratch components, rendered and its schema exported as the recipe says."""
-    tree = tree_copy(tmp_path_factory.mktemp("recipe-component"))
-    for step in steps("component"):
-        carry_out(tree, step)
+    tree = recipe_tree(tmp_path_factory.mktemp("recipe-component"), "component")
     for command in (("render",), ("schema", "--out", "schema/gpu_classes.schema.json")):
         done = run(tree, "-m", "generator", *command)
         assert done.returncode == 0, done.stderr
@@ -243,10 +237,7 @@ def test_components_added_by_the_recipe_render_and_pass_the_unit_checks(componen
 
 def test_the_component_recipe_leaves_no_step_out(tmp_path):
     """A folder not in the registry fails the component checks, naming it."""
-    tree = tree_copy(tmp_path)
-    for step in steps("component"):
-        if step["file"] != "generator/components/__init__.py":
-            carry_out(tree, step)
+    tree = recipe_tree(tmp_path, "component", leaving_out="generator/components/__init__.py")
     checked = run(tree, "-m", "pytest", "tests/unit/test_components.py", "-p", "no:cacheprovider", "-q",
                   "-k", "there_are_component_folders")
     assert checked.returncode == 1, checked.stdout[-3000:]
@@ -256,9 +247,7 @@ def test_the_component_recipe_leaves_no_step_out(tmp_path):
 def test_a_chart_no_module_ships_is_declared_and_render_says_what_it_goes_without(tmp_path):
     """The same chart taken from its Helm repository alone (no `module`): it renders, and `render` warns that the
     chart tier and the simulations cannot check it; the component checks still pass."""
-    tree = tree_copy(tmp_path)
-    for step in steps("component"):
-        carry_out(tree, step)
+    tree = recipe_tree(tmp_path, "component")
     folder = tree / "generator" / "components" / "deviceplugin" / "__init__.py"
     text = folder.read_text()
     assert text.count('module="github.com/NVIDIA/k8s-device-plugin", ') == 1
