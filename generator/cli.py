@@ -140,8 +140,9 @@ def _render(inventory_path: Path, out_dir: Path, bootstrap_dir: Path, docs_path:
               help="markdown: a pull-request comment, truncated under GitHub's 65,536 characters.")
 def plan(inventory_path: Path, out_dir: Path, base: str, output_format: str) -> None:
     """Show what rendering the inventory changes against OUT at BASE: objects added, removed and changed per
-    kind, field by field, with risk flags (delete-and-recreate changes, quota reductions, removed classes). With
-    clusters: one plan per cluster, and the classes that move from one worker to another.
+    kind, field by field, with risk flags (delete-and-recreate changes, quota reductions, removed classes). A tree
+    split into Applications (cluster.gitops.groupApplications): each change's Application, and the objects that
+    move to another. With clusters: one plan per cluster, and the classes that move from one worker to another.
 
     Writes nothing. Exit codes: 0 plan shown; 2 invalid inventory or unreadable base.
     """
