@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help render check check-inventory plan schema lint test test-slow tools validate bench demo lock clean-venv
+.PHONY: help render check check-inventory plan schema lint test test-slow tools validate kubernetes-pins bench demo lock clean-venv
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,9 +34,13 @@ lint: $(VENV)/.installed ## ruff over the Python code with pyproject.toml's rule
 tools: $(VENV)/.installed ## Build every pinned upstream tool (Kubernetes, etcd, Kyverno, Kueue, JobSet, Trainer, helm, KWOK, crane, kubeconform, Argo CD, Prometheus, promtool) into ~/.cache/gpugen
 	bash tools/build.sh
 
-validate: $(VENV)/.installed tools ## kubeconform over rendered/, then the real kube-apiserver dry-run tier
+validate: $(VENV)/.installed tools ## kubeconform over rendered/ on both Kubernetes lines, then the real kube-apiserver tier on both
 	bash tools/kubeconform.sh
+	KUBERNETES=$$(sed -n 's/^KUBERNETES_PREVIOUS_VERSION=//p' generator/versions.env) bash tools/kubeconform.sh
 	$(PY) -m pytest -q tests/apiserver
+
+kubernetes-pins: $(VENV)/.installed ## Pin a Kubernetes release and its etcd: KUBERNETES=vX.Y.Z ETCD=vA.B.C (a newer minor moves the newest to the previous line)
+	$(PY) -m tools.kubernetes_pins $(KUBERNETES) $(ETCD)
 
 test: $(VENV)/.installed tools ## Everything CI runs: build tools, all tests (the simulated FLAME's beside the other tiers), drift check
 	$(PY) -m tests.run
@@ -49,7 +53,7 @@ test-slow: $(VENV)/.installed tools ## The whole suite on one core (taskset -c 0
 # The tools the inventory's checks run, and those checks: the drift check (an invalid inventory fails here, with the
 # same FILE:LINE:COL message as everywhere), kubeconform, the strict API-server tier, the policy corpus against
 # the rendered policies, the rendered queues in the real Kueue, promtool on the rendered rules, then the plan.
-INVENTORY_TOOLS := kubeconform etcd kube-apiserver kyverno kueue promtool
+INVENTORY_TOOLS := kubeconform etcd kube-apiserver etcd-previous kube-apiserver-previous kyverno kueue promtool
 INVENTORY_TESTS := tests/apiserver/test_kubeconform.py tests/apiserver/test_apiserver.py tests/unit/test_policies.py \
 	"tests/e2e/test_kueue_admission.py::test_every_queue_is_active" \
 	"tests/e2e/test_kueue_admission.py::test_kueue_webhooks_validate_the_rendered_queues" \

@@ -4,6 +4,8 @@ accepts."""
 # The kustomization at the root of the synced tree: kept for `kubectl apply -k` and review; Argo CD reads the
 # tree as a plain directory and excludes this file (builders/argocd.py).
 KUSTOMIZATION_FILE = "kustomization.yaml"
+# bootstrap/<this>/: Argo CD's settings for a split tree, a kustomize Component for the site's own Argo CD.
+SITE_SETTINGS_FOLDER = "argocd-settings"
 
 # Argo CD's repo server refuses a directory source whose manifests add up to more than this
 # (--max-combined-directory-manifests-size, reposerver.max.combined.directory.manifests.size; default 10M).

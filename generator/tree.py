@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 from generator import applications, emit, limits, parallel, userdocs, versions
 from generator.inventory import accelerators, clusters
-from generator.builders import bootstrap as bootstrap_builder, bootstrap_objects, synced_objects
+from generator.builders import argocd, bootstrap as bootstrap_builder, bootstrap_objects, synced_objects
 from generator.kinds import GROUP_FOLDERS
-from generator.layout import KUSTOMIZATION_FILE
+from generator.layout import KUSTOMIZATION_FILE, SITE_SETTINGS_FOLDER
 from generator.errors import OverLimits
 from generator.inventory.models import Inventory
 from generator.inventory.naming import application_folders
@@ -87,9 +87,10 @@ def _emit_halves(objects: list[dict[str, Any]], source: str) -> tuple[Files, Pro
 
 def kustomization(resources: list[str], source: str) -> bytes:
     pins = versions.pins()
-    targets = ", ".join(f"{name.removesuffix('_VERSION').title().replace('_', ' ')} {pins[name]}"
-                        for name in ("KUBERNETES_VERSION", "TRAINER_VERSION", "KUEUE_VERSION", "KYVERNO_VERSION",
-                                     "ARGOCD_VERSION"))
+    kubernetes = f"Kubernetes {pins['KUBERNETES_VERSION']} and {pins['KUBERNETES_PREVIOUS_VERSION']}"
+    targets = ", ".join([kubernetes] + [f"{name.removesuffix('_VERSION').title()} {pins[name]}"
+                                        for name in ("TRAINER_VERSION", "KUEUE_VERSION", "KYVERNO_VERSION",
+                                                     "ARGOCD_VERSION")])
     body = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": sorted(resources)}
     text = emit.header(source) + f"# Validated against {targets}.\n" + emit.to_yaml(body)
     return text.encode("utf-8")
@@ -98,11 +99,25 @@ def kustomization(resources: list[str], source: str) -> bytes:
 def _bootstrap_files(inventory: Inventory, source: str) -> tuple[Files, Problems]:
     files: Files = {}
     problems: Problems = []
-    for folder, objects in bootstrap_objects(inventory).items():
+    folders = bootstrap_objects(inventory)
+    for folder, objects in folders.items():
         emitted, found = _emit(objects, source)
         files.update((f"{folder}/{path}", content) for path, content in emitted.items())
         problems += [(f"{folder}/{path}", reason) for path, reason in found]
+    if application_folders(inventory):
+        applications = sum(obj["kind"] == "Application" for objects in folders.values() for obj in objects)
+        files[f"{SITE_SETTINGS_FOLDER}/{KUSTOMIZATION_FILE}"] = site_settings(applications, source)
     return dict(sorted(files.items())), problems
+
+
+def site_settings(applications: int, source: str) -> bytes:
+    """bootstrap/argocd-settings/: Argo CD's settings for a split tree as a kustomize Component the site adds to
+    its own Argo CD installation (builders/argocd.py site_settings_patches); no Application syncs it."""
+    component = {"apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component",
+                 "patches": [{"patch": emit.to_yaml(patch)} for patch in argocd.site_settings_patches(applications)]}
+    usage = ("# Argo CD's settings for a platform split into Applications (docs/scale.md): add this folder to the\n"
+             "# `components:` of the kustomization that installs your Argo CD. gpugen never syncs it.\n")
+    return (emit.header(source) + usage + emit.to_yaml(component)).encode("utf-8")
 
 
 def _refuse_too_many(objects: list[dict[str, Any]]) -> None:

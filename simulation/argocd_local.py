@@ -26,6 +26,7 @@ import os
 import pathlib
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,7 @@ from simulation.control_plane import free_port, go_runtime_env
 from simulation.cluster import service_account_kubeconfig
 from simulation.kube import Client, apply_all
 from simulation.processes import ComponentFailed, Process, Processes, wait_ready
-from simulation.waiting import ceiling, wait_for
+from simulation.waiting import PROBE, ceiling, wait_for
 
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 ARGOCD_NAMESPACE = "argocd"
@@ -97,8 +98,9 @@ class _TmpFactory:
 
 
 def _port_open(netns, port: int) -> bool:
+    """Something listens on 127.0.0.1:port, inside `netns` if given (else in this network namespace)."""
     try:
-        netns.connect_inside(port).close()
+        (netns.connect_inside(port) if netns else socket.create_connection(("127.0.0.1", port), timeout=PROBE)).close()
         return True
     except OSError:
         return False
@@ -390,7 +392,11 @@ def _tool_path(work: pathlib.Path) -> str:
 
 
 def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, repo: GitRepo, redis: str,
-                 netns) -> ArgoCD:
+                 netns, reconciliation: str | None = RECONCILIATION, repo_server_args: tuple[str, ...] = (),
+                 controller_env: dict[str, str] | None = None) -> ArgoCD:
+    """Argo CD's install objects applied, its repo-server and application controller started. `reconciliation`:
+    the periodic refresh (None: Argo CD's own default, as a site runs it); `repo_server_args`, `controller_env`:
+    a site's settings (as argocd-cmd-params-cm gives them to the commands)."""
     admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ARGOCD_NAMESPACE}})
     apply_all(admin, install_objects(), ARGOCD_NAMESPACE)
     # argocd-server writes server.secretkey into argocd-secret when it first starts; it is not run here, and
@@ -403,8 +409,9 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     # status-only change of its objects (resource.customizations.ignoreResourceUpdates.all), so a freshly made CRD
     # can read Progressing until that refresh, on a real cluster as here; the simulation would otherwise wait
     # minutes for it.
-    admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
-        "timeout.reconciliation": RECONCILIATION, "timeout.reconciliation.jitter": "0s"}}, ARGOCD_NAMESPACE)
+    if reconciliation is not None:
+        admin.patch_merge("v1", "ConfigMap", "argocd-cm", {"data": {
+            "timeout.reconciliation": reconciliation, "timeout.reconciliation.jitter": "0s"}}, ARGOCD_NAMESPACE)
     admin.apply(IN_CLUSTER_SECRET)
     binary = go_tools.tool_bin("argocd")
     data = work / "argocd"
@@ -419,7 +426,7 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     repo_kc = service_account_kubeconfig(plane, data / "repo-server.kubeconfig", ARGOCD_NAMESPACE, "argocd-repo-server")
     repo_server = procs.start("argocd-repo-server", [
         binary, "--port", repo_port, "--metrics-port", repo_metrics, "--address", "127.0.0.1",
-        "--metrics-address", "127.0.0.1", "--redis", redis, "--loglevel", "info",
+        "--metrics-address", "127.0.0.1", "--redis", redis, "--loglevel", "info", *repo_server_args,
     ], work / "logs" / "argocd-repo-server.log",
         env={**common, "ARGOCD_BINARY_NAME": "argocd-repo-server", "KUBECONFIG": str(repo_kc)}, netns=netns)
     wait_ready(repo_server, lambda: _port_open(netns, repo_port), 60, "argocd-repo-server")
@@ -431,8 +438,10 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
     ], work / "logs" / "argocd-application-controller.log",
         # As the install manifest's Deployment sets them from argocd-cm (configMapKeyRef):
         env={**common, "ARGOCD_BINARY_NAME": "argocd-application-controller", "KUBECONFIG": str(controller_kc),
-             "ARGOCD_RECONCILIATION_TIMEOUT": RECONCILIATION, "ARGOCD_RECONCILIATION_JITTER": "0s",
-             "ARGOCD_SYNC_WAVE_DELAY": os.environ.get("GPUGEN_ARGOCD_SYNC_WAVE_DELAY", SYNC_WAVE_DELAY)},
+             **({"ARGOCD_RECONCILIATION_TIMEOUT": reconciliation, "ARGOCD_RECONCILIATION_JITTER": "0s"}
+                if reconciliation is not None else {}),
+             "ARGOCD_SYNC_WAVE_DELAY": os.environ.get("GPUGEN_ARGOCD_SYNC_WAVE_DELAY", SYNC_WAVE_DELAY),
+             **(controller_env or {})},
         netns=netns)
     wait_ready(controller, lambda: _port_open(netns, controller_metrics), 60, "argocd-application-controller")
     return ArgoCD(admin, plane.kubeconfig, repo, controller, repo_server)

@@ -37,7 +37,7 @@ from generator.kinds import ARGOCD, MONITORING
 from simulation.go_tools import tool_bin
 from simulation.kube import Kube, message
 from simulation.manifests import load_all, load_one, manifest_files, rel
-from simulation.pins import TOOLS
+from simulation.pins import NEWEST, TOOLS, KubernetesLine
 from simulation.prerequisites import unavailable
 from simulation.processes import Processes, wait_ready
 from simulation.waiting import PROBE, REQUEST, wait_for
@@ -149,6 +149,8 @@ class ControlPlane:
     apiserver_log: pathlib.Path
     logs: pathlib.Path            # the directory of its logs, where the tier's other processes log too
     procs: Processes | None       # None: the caller's Processes own etcd and the API server
+    line: KubernetesLine = NEWEST  # the Kubernetes line it runs (simulation/pins.py)
+    etcd_url: str = ""            # etcd's client URL (plain HTTP on 127.0.0.1)
 
     def stop(self):
         if self.procs is not None:
@@ -161,16 +163,17 @@ class ControlPlane:
         self.stop()
 
 
-def start_control_plane(workdir, netns=None, procs: Processes | None = None, logs=None) -> ControlPlane:
-    """Start etcd + kube-apiserver in `workdir` (an empty directory) and wait until /readyz answers. With `netns`
-    (simulation/netns.py) both run in that network namespace, reached from here on the same ports. Their logs go
-    to `logs` (default workdir/logs). With `procs` (a simulated cluster's), those Processes own and stop them;
-    otherwise the ControlPlane does."""
-    etcd = tool_bin("etcd")
-    kas = tool_bin("kube-apiserver")
+def start_control_plane(workdir, netns=None, procs: Processes | None = None, logs=None,
+                        line: KubernetesLine = NEWEST) -> ControlPlane:
+    """Start etcd + kube-apiserver of the Kubernetes `line` (simulation/pins.py; the newest unless told) in `workdir`
+    (an empty directory) and wait until /readyz answers. With `netns` (simulation/netns.py) both run in that network
+    namespace, reached from here on the same ports. Their logs go to `logs` (default workdir/logs). With `procs` (a
+    simulated cluster's), those Processes own and stop them; otherwise the ControlPlane does."""
+    etcd = tool_bin(line.etcd_tool)
+    kas = tool_bin(line.apiserver_tool)
     for b in (etcd, kas):
         if not os.access(b, os.X_OK):
-            unavailable(f"{b} is missing: run `make tools` (tools/build.sh etcd kube-apiserver)")
+            unavailable(f"{b} is missing: run `make tools` (tools/build.sh {line.etcd_tool} {line.apiserver_tool})")
     if not shutil.which("openssl"):
         unavailable("openssl is not installed")
 
@@ -232,7 +235,7 @@ def start_control_plane(workdir, netns=None, procs: Processes | None = None, log
         if own:  # otherwise the caller stops its Processes
             procs.stop()
         raise
-    return ControlPlane(d, kube, kubeconfig, log, logs, procs if own else None)
+    return ControlPlane(d, kube, kubeconfig, log, logs, procs if own else None, line, etcd_url)
 
 
 # ---------------------------------------------------------------- what the tree needs on it

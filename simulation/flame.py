@@ -32,11 +32,12 @@ from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstra
                           start_git, start_redis, start_registry)
 from simulation.pods import Container, PodRuntime, image_repository
 from simulation.netns import PodNetwork
-from simulation.kube import Client, poll
+from simulation.kube import Client
 from simulation.monitoring import install_site_monitoring
 from simulation.ledger import WorkloadLedger
 from simulation.prometheus import SitePrometheus, start_prometheus
 from simulation.processes import ComponentFailed, Processes, wait_ready
+from simulation.waiting import wait_for
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -180,11 +181,21 @@ def onboard_research_namespaces(admin: Client, inventory):
                              "metadata": {"name": claim, "namespace": ns},
                              "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
                                       "resources": {"requests": {"storage": "100Gi"}}}})
-    for group in inventory.groups.values():
-        for ns in group.namespaces:
-            for claim in (storage.home.claimName, storage.workspace.claimName):
-                poll(lambda: (admin.get("v1", "PersistentVolumeClaim", claim, ns) or {}).get("status", {})
-                     .get("phase") == "Bound", 6, f"PVC {ns}/{claim} Bound")
+    # One wait over every claim, following how many are bound: the PersistentVolume controller binds them one after
+    # another, so a national platform's thousands take minutes where FLAME's take a second.
+    claims = {(ns, claim) for group in inventory.groups.values() for ns in group.namespaces
+              for claim in (storage.home.claimName, storage.workspace.claimName)}
+    bound: set[tuple[str, str]] = set()
+
+    def every_claim_bound():
+        bound.clear()
+        bound.update((pvc["metadata"]["namespace"], pvc["metadata"]["name"])
+                     for pvc in admin.list("v1", "PersistentVolumeClaim")
+                     if pvc.get("status", {}).get("phase") == "Bound")
+        return claims <= bound
+    wait_for(every_claim_bound, f"the research namespaces' {len(claims)} PVCs Bound", 6 + 0.05 * len(claims),
+             progress=lambda: len(bound & claims), error=ComponentFailed,
+             describe=lambda: f"not bound yet: {sorted(claims - bound)[:10]}")
 
 
 def researcher_identities(flame_work: pathlib.Path, plane, inventory) -> dict[str, Researcher]:

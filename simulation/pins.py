@@ -1,5 +1,6 @@
 """What this checkout pins and where it keeps it: the versions of generator/versions.env, and the pin each upstream
 tool of tools/tools.list is built at."""
+import dataclasses
 import functools
 import pathlib
 
@@ -23,3 +24,29 @@ def tool_pins() -> dict[str, str]:
     listed = {fields[0]: fields[1] for fields in pairs if len(fields) > 1 and not fields[0].startswith("#")}
     return {**listed,
             **{tool.name: facts.chart.app_version_pin for facts in COMPONENTS.values() for tool in facts.tools}}
+
+
+@dataclasses.dataclass(frozen=True)
+class KubernetesLine:
+    """One Kubernetes minor the tree is checked on: its pins in generator/versions.env and the tools built at them."""
+    name: str                 # "newest" or "previous"
+    kubernetes_pin: str       # the versions.env key of its Kubernetes release
+    etcd_pin: str             # ... and of the etcd it runs on
+    apiserver_tool: str       # tools/tools.list names
+    etcd_tool: str
+
+    @property
+    def version(self) -> str:
+        return versions()[self.kubernetes_pin]
+
+    @property
+    def minor(self) -> str:
+        """"1.37" of v1.37.2: what test ids and messages name."""
+        return ".".join(self.version.removeprefix("v").split(".")[:2])
+
+
+# The newest line runs every simulated cluster; the API-server tier and kubeconform check the tree on both.
+NEWEST = KubernetesLine("newest", "KUBERNETES_VERSION", "ETCD_VERSION", "kube-apiserver", "etcd")
+PREVIOUS = KubernetesLine("previous", "KUBERNETES_PREVIOUS_VERSION", "ETCD_PREVIOUS_VERSION",
+                          "kube-apiserver-previous", "etcd-previous")
+KUBERNETES_LINES = (NEWEST, PREVIOUS)

@@ -22,7 +22,7 @@ make_wrapper() {
   local dl upstream_gomod
   dl="$(go mod download -json "$module@$version")" || { jq -r '.Error' <<<"$dl" >&2; return 1; }
   upstream_gomod="$(jq -r '.GoMod' <<<"$dl")"
-  local staging_version="v0.${KUBERNETES_VERSION#v1.}"  # v1.Y.Z -> v0.Y.Z
+  local staging_version="v0.${version#v1.}"  # Kubernetes' v1.Y.Z -> its staging modules' v0.Y.Z
   go mod edit -json "$upstream_gomod" | jq -r --arg sv "$staging_version" '
     .Replace[]? |
     (.Old.Path + (if .Old.Version then "@" + .Old.Version else "" end)) as $old |
@@ -116,9 +116,9 @@ build_main() {
   report_built "$tool" "$start"
 }
 
-# kube-apiserver refuses to start cleanly with an unparsable version: stamp it.
+# kube-apiserver refuses to start cleanly with an unparsable version: stamp it (k8s_ldflags VERSION).
 k8s_ldflags() {
-  local v="$KUBERNETES_VERSION" minor major
+  local v="$1" minor major
   major="${v#v}"; major="${major%%.*}"
   minor="${v#v*.}"; minor="${minor%%.*}"
   local f=""
@@ -139,10 +139,13 @@ build_tool() {
   case "$1" in
     kubeconform) build kubeconform github.com/yannh/kubeconform github.com/yannh/kubeconform/cmd/kubeconform \
       "-s -w -X main.version=$KUBECONFORM_VERSION" ;;
-    # etcd 3.6: the server module's root package is the etcd binary's main.
-    etcd) build etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" ;;
+    # etcd 3.6 and 3.7: the server module's root package is the etcd binary's main.
+    etcd|etcd-previous) build "$1" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler)
-      build "$1" k8s.io/kubernetes "k8s.io/kubernetes/cmd/$1" "$(k8s_ldflags)" ;;
+      build "$1" k8s.io/kubernetes "k8s.io/kubernetes/cmd/$1" "$(k8s_ldflags "$KUBERNETES_VERSION")" ;;
+    # The previous minor's API server, for the API-server tier on both lines.
+    kube-apiserver-previous) build "$1" k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver \
+      "$(k8s_ldflags "$KUBERNETES_PREVIOUS_VERSION")" ;;
     kyverno) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno cmd/cli/kubectl-kyverno ;;
     # Kyverno's admission controller (webhooks, policy engine), for the simulated cluster.
     kyverno-controller) . "$REPO_ROOT/tools/kyverno.sh"; kyverno_build kyverno-controller cmd/kyverno ;;

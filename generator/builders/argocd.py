@@ -74,3 +74,36 @@ def directory_application(inventory: Inventory, name: str, project: str, path: s
             },
         },
     }
+
+
+# ---------------------------------------------------------------- the site's Argo CD, at scale
+
+# Argo CD's own settings that matter for a split tree (docs/scale.md, "Argo CD's settings"): a kustomize Component
+# the site adds to its own Argo CD installation's kustomization, never synced by gpugen (bootstrap/argocd-settings/).
+# Each value is Argo CD v3.6's advice (docs/operator-manual/high_availability.md) applied to what gpugen renders:
+# - the application tree of an Application (every object and its health) is one Redis key unless sharded;
+#   ARGOCD_APPLICATION_TREE_SHARD_SIZE, an environment variable of the controller only, splits it into keys of this
+#   many objects ("the reasonable value is 100");
+# - the status and operation processors (argocd-cmd-params-cm; 20 and 10 by default, 50 and 25 "for 1000
+#   applications") work on Applications: gpugen's split adds a handful, so they are raised only when the site's
+#   Argo CD would otherwise refresh or sync gpugen's Applications in turns.
+TREE_SHARD_SIZE = "100"
+DEFAULT_STATUS_PROCESSORS = 20
+DEFAULT_OPERATION_PROCESSORS = 10
+CONTROLLER = "argocd-application-controller"
+CMD_PARAMS = "argocd-cmd-params-cm"
+
+
+def site_settings_patches(applications: int) -> list[dict[str, Any]]:
+    """The patches (strategic merge) for an Argo CD that syncs `applications` of gpugen's Applications; tree.py
+    writes them as a kustomize Component."""
+    container = {"name": CONTROLLER, "env": [{"name": "ARGOCD_APPLICATION_TREE_SHARD_SIZE",
+                                              "value": TREE_SHARD_SIZE}]}
+    patches = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": CONTROLLER},
+                "spec": {"template": {"spec": {"containers": [container]}}}}]
+    if applications > DEFAULT_OPERATION_PROCESSORS:
+        processors = {"controller.status.processors": max(DEFAULT_STATUS_PROCESSORS, applications),
+                      "controller.operation.processors": max(DEFAULT_OPERATION_PROCESSORS, applications)}
+        patches.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CMD_PARAMS},
+                        "data": {key: str(value) for key, value in processors.items()}})
+    return patches

@@ -10,6 +10,7 @@ import pytest
 
 from simulation.control_plane import prepare_cluster, start_control_plane
 from simulation.manifests import load_one, manifest_files, rel, rendered_dir
+from simulation.pins import KUBERNETES_LINES
 from simulation.prerequisites import unavailable
 from tests.apiserver.apiserver_support import broken_files
 
@@ -36,12 +37,14 @@ def tree_present():
         unavailable(f"no rendered objects under {rendered_dir()} (run `python -m generator render`)")
 
 
-@pytest.fixture(scope="package")
-def control_plane(tmp_path_factory):
+@pytest.fixture(scope="package", params=KUBERNETES_LINES, ids=lambda line: f"k8s-{line.minor}")
+def control_plane(request, tmp_path_factory):
     """This tier's control plane (control_plane.ControlPlane: its CA for issuing further client
     certificates, the admin kubeconfig), the pinned CRDs Established and the tree's namespaces created;
-    the processes are stopped when the tier's tests are done."""
-    with start_control_plane(tmp_path_factory.mktemp("apiserver")) as plane:
+    the processes are stopped when the tier's tests are done. Once per Kubernetes line the tree is checked on (the
+    newest and the previous minor, simulation/pins.py): every test that needs a cluster runs on each."""
+    line = request.param
+    with start_control_plane(tmp_path_factory.mktemp(f"apiserver-{line.minor}"), line=line) as plane:
         prepare_cluster(plane)
         yield plane
 

@@ -6,9 +6,12 @@ rules, core validation and admission, without needing any controller or webhook.
 import copy
 
 import pytest
+import requests
 import yaml
 
 from simulation.control_plane import SCRATCH_NS
+from simulation.pins import versions
+from simulation.waiting import REQUEST
 from simulation.kube import message
 from simulation.manifests import load_one, manifest_files, rel, rendered_dir
 from simulation.prerequisites import unavailable
@@ -138,3 +141,14 @@ def test_each_tree_of_several_clusters_dry_run_applies(cluster, several_clusters
             refused.append(f"{obj['kind']} {obj['metadata']['name']}: {r.status_code} {message(r)} "
                            f"{r.headers.get('Warning', '')}")
     assert not refused, "\n".join(refused)
+
+
+def test_the_api_server_and_etcd_are_the_pinned_releases_of_their_line(control_plane, cluster):
+    """The tier runs once per Kubernetes line (conftest.py): each control plane is that line's release, on that
+    line's etcd (both servers' /version)."""
+    served = cluster.http.get(f"{cluster.server}/version", timeout=REQUEST).json()["gitVersion"]
+    assert served == control_plane.line.version
+    direct = requests.Session()
+    direct.trust_env = False  # never via a proxy
+    etcd = direct.get(f"{control_plane.etcd_url}/version", timeout=REQUEST).json()
+    assert f"v{etcd['etcdserver']}" == versions()[control_plane.line.etcd_pin]

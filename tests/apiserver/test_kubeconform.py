@@ -10,7 +10,7 @@ import pytest
 
 from simulation.go_tools import tool_bin
 from simulation.manifests import bootstrap_dir, rel, rendered_dir
-from simulation.pins import TOOLS
+from simulation.pins import KUBERNETES_LINES, NEWEST, TOOLS
 from simulation.prerequisites import unavailable
 from tests.apiserver.apiserver_support import header
 from simulation.waiting import ceiling
@@ -18,25 +18,28 @@ from simulation.waiting import ceiling
 pytestmark = pytest.mark.tools  # needs binaries from `make tools`
 
 
-def kubeconform(*targets):
+def kubeconform(*targets, line=NEWEST):
     if not os.access(tool_bin("kubeconform"), os.X_OK):
         unavailable("kubeconform is not built: run `make tools` (tools/build.sh kubeconform)")
-    env = {**os.environ, "PYTHON": sys.executable}  # schemas.py needs PyYAML from this env
+    # schemas.py needs PyYAML from this env; KUBERNETES picks the core kinds' schemas.
+    env = {**os.environ, "PYTHON": sys.executable, "KUBERNETES": line.version}
     return subprocess.run([str(TOOLS / "kubeconform.sh"), *map(str, targets)],
                           capture_output=True, text=True, env=env, timeout=ceiling(60))
 
 
-def test_rendered_tree_is_valid(tree_present):
+@pytest.mark.parametrize("line", KUBERNETES_LINES, ids=lambda line: f"k8s-{line.minor}")
+def test_rendered_tree_is_valid(tree_present, line):
     targets = [rendered_dir()] + ([bootstrap_dir()] if bootstrap_dir().is_dir() else [])
-    r = kubeconform(*targets)
+    r = kubeconform(*targets, line=line)
+    assert f"(core kinds: Kubernetes {line.version})" in r.stdout, r.stdout[-2000:] + r.stderr
     summary = re.search(r"Summary: (\d+) resources? found .* Invalid: (\d+), Errors: (\d+), Skipped: (\d+)",
                         r.stdout)
     assert summary, f"no kubeconform summary:\n{r.stdout}\n{r.stderr}"
     found, invalid, errors, skipped = map(int, summary.groups())
-    kustomizations = len(re.findall(r" Kustomization skipped$", r.stdout, re.MULTILINE))
+    kustomizations = len(re.findall(r" (?:Kustomization|Component) skipped$", r.stdout, re.MULTILINE))
     assert found > 0
     assert (invalid, errors) == (0, 0), r.stdout
-    assert skipped == kustomizations, f"skipped resources other than Kustomization:\n{r.stdout}"
+    assert skipped == kustomizations, f"skipped resources other than Kustomization and Component:\n{r.stdout}"
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
 
 
