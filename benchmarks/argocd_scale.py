@@ -44,6 +44,7 @@ import yaml
 from benchmarks.common import conditions, write_readme
 from generator.inventory.load import load_inventory
 from generator.inventory.naming import GPUGEN_PROJECT, project_name
+from generator.layout import KUSTOMIZATION_FILE, SITE_SETTINGS_FOLDER
 from generator.versions import pins
 from simulation import argocd_local
 from simulation.argocd_local import ARGOCD_NAMESPACE, start_argocd, start_git, start_redis
@@ -51,11 +52,16 @@ from simulation.control_plane import install_crds, start_control_plane
 from simulation.kube import Client
 from simulation.manifests import load_all
 from simulation.processes import Processes
+from simulation.waiting import STALL
 from tests.support import synth
 
 BEGIN, END = "<!-- argocd_scale -->", "<!-- /argocd_scale -->"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
+COMPARE_OPTIONS = "argocd.argoproj.io/compare-options"
+# Seconds between two looks at the Applications: each look reads every Application's status, which lists each of its
+# objects (megabytes at national scale); looking every second took a third of a core from what is measured.
+POLL = 5.0
 # Kinds whose health Argo CD reads from a controller's status; none of those controllers runs here.
 CONTROLLER_HEALTH_GROUPS = ("kueue.x-k8s.io", "policies.kyverno.io", "kyverno.io")
 # Argo CD's defaults, written out: ARGOCD_SYNC_WAVE_DELAY (the simulated FLAME sets 0).
@@ -75,11 +81,15 @@ class Case:
     applications: int | None  # groupApplications, None: one Application
     classes: int
     namespaces: int
+    site_settings: bool = False      # the controller runs with the settings of bootstrap/argocd-settings/
+    server_side_diff: bool = True    # False: the tree's Applications say ServerSideDiff=false
 
     @property
     def name(self) -> str:
-        split = f"{self.applications} group Applications" if self.applications else "one Application"
-        return f"{self.classes} × {self.groups:,} × {self.namespaces}, {split}"
+        split = f"{self.applications} group Applications" if self.applications else "one Application, limit raised"
+        return (f"{self.classes} × {self.groups:,} × {self.namespaces}, {split}"
+                + (", gpugen's Argo CD settings" if self.site_settings else "")
+                + ("" if self.server_side_diff else ", client-side diff"))
 
 
 @dataclass
@@ -157,6 +167,26 @@ def health_overrides(tree: pathlib.Path) -> dict[str, str]:
     return {f"resource.customizations.health.{group}_{kind}": script for group, kind in sorted(kinds)}
 
 
+def settings_env(bootstrap: pathlib.Path) -> dict[str, str]:
+    """The controller's environment as the Component of bootstrap/argocd-settings/ makes it: its own variables, and
+    argocd-cmd-params-cm's keys under the names Argo CD's install manifest gives them (configMapKeyRef)."""
+    component = yaml.safe_load((bootstrap / SITE_SETTINGS_FOLDER / KUSTOMIZATION_FILE).read_text())
+    install = load_all((argocd_local.argocd_module() / "manifests" / "install.yaml").read_text())
+    (controller,) = [o for o in install if o["kind"] == "StatefulSet"]
+    names = {e["valueFrom"]["configMapKeyRef"]["key"]: e["name"]
+             for c in controller["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])
+             if "configMapKeyRef" in e.get("valueFrom", {})}
+    env: dict[str, str] = {}
+    for entry in component["patches"]:
+        patch = yaml.safe_load(entry["patch"])
+        if patch["kind"] == "StatefulSet":
+            for container in patch["spec"]["template"]["spec"]["containers"]:
+                env.update((e["name"], e["value"]) for e in container.get("env", []))
+        elif patch["kind"] == "ConfigMap":
+            env.update((names[key], value) for key, value in patch["data"].items())
+    return env
+
+
 def tree_size(tree: pathlib.Path) -> tuple[int, float]:
     """Objects in the tree, and the largest Application folder's manifests in MB."""
     files = [p for p in tree.rglob("*.yaml") if p.name != "kustomization.yaml"]
@@ -168,7 +198,7 @@ def tree_size(tree: pathlib.Path) -> tuple[int, float]:
     return len(files), max(by_folder.values()) / 1e6
 
 
-def run_case(case: Case, work: pathlib.Path, log) -> Result:
+def run_case(case: Case, work: pathlib.Path, log, periodic_up_to: int) -> Result:
     result = Result(case)
     inventory_file = work / "inventory.yaml"
     inventory_file.write_text(inventory_text(case))
@@ -188,10 +218,13 @@ def run_case(case: Case, work: pathlib.Path, log) -> Result:
                             reconciliation=None,
                             repo_server_args=() if case.applications else (
                                 "--max-combined-directory-manifests-size", RAISED_LIMIT),
-                            controller_env={"ARGOCD_SYNC_WAVE_DELAY": DEFAULT_SYNC_WAVE_DELAY})
+                            controller_env={"ARGOCD_SYNC_WAVE_DELAY": DEFAULT_SYNC_WAVE_DELAY,
+                                            **(settings_env(repo.checkout / "bootstrap") if case.site_settings
+                                               else {})})
         by_name = {p.name: p.popen.pid for p in procs.started}
-        sampler = Sampler({name: by_name[name] for name in ("argocd-application-controller", "argocd-repo-server",
-                                                              "redis", "kube-apiserver", "etcd")})
+        sampler = Sampler({**{name: by_name[name] for name in ("argocd-application-controller", "argocd-repo-server",
+                                                                 "redis", "kube-apiserver", "etcd")},
+                           HARNESS: os.getpid()})
         sampler.start()
 
         # The README's bootstrap for what this benchmark runs: argocd-cm's patch, then the tree's project and
@@ -204,13 +237,18 @@ def run_case(case: Case, work: pathlib.Path, log) -> Result:
                      for obj in load_all(path.read_text())]
         ours = [obj for obj in bootstrap if obj["kind"] == "AppProject" and obj["metadata"]["name"] == project]
         ours += [obj for obj in bootstrap if obj["kind"] == "Application" and obj["spec"]["project"] == project]
+        if not case.server_side_diff:
+            for obj in ours:
+                if obj["kind"] == "Application":
+                    obj["metadata"].setdefault("annotations", {})[COMPARE_OPTIONS] = "ServerSideDiff=false"
         names = {obj["metadata"]["name"] for obj in ours if obj["kind"] == "Application"}
 
         def phase(label: str, act, revision_of):
             before = sampler.cpu()
             start = time.monotonic()
             revision = act()
-            argo.wait_applications(names, CHANGE_USUAL if result.phases else FROM_EMPTY_USUAL, revision_of(revision))
+            argo.wait_applications(names, CHANGE_USUAL if result.phases else FROM_EMPTY_USUAL, revision_of(revision),
+                                   refusal_lasts=STALL, interval=POLL)
             result.phases[label] = time.monotonic() - start
             after = sampler.cpu()
             result.cpu[label] = {name: after[name] - before.get(name, 0.0) for name in after}
@@ -232,7 +270,8 @@ def run_case(case: Case, work: pathlib.Path, log) -> Result:
                 return revision
             return act
         phase("one-group change, announced", change(False, True), lambda revision: revision)
-        phase("one-group change, periodic refresh", change(True, False), lambda revision: revision)
+        if case.groups <= periodic_up_to:
+            phase("one-group change, periodic refresh", change(True, False), lambda revision: revision)
         result.peak_mb = dict(sampler.peak)
     finally:
         if sampler is not None:
@@ -241,13 +280,15 @@ def run_case(case: Case, work: pathlib.Path, log) -> Result:
     return result
 
 
+HARNESS = "harness"
 PROCESSES = {"argocd-application-controller": "controller", "argocd-repo-server": "repo-server",
-             "kube-apiserver": "API server", "etcd": "etcd", "redis": "Redis"}
+             "kube-apiserver": "API server", "etcd": "etcd", "redis": "Redis",
+             HARNESS: "this benchmark (it reads the Applications every 5 s)"}
 
 
 def table(results: list[Result], load_at_start) -> str:
     version = pins()["ARGOCD_VERSION"]
-    phases = list(results[0].phases)
+    phases = list(dict.fromkeys(label for r in results for label in r.phases))
     lines = [conditions(load_at_start), "",
              f"Argo CD {version} with its defaults (the 10M directory limit unless the case says otherwise, a periodic "
              "refresh every 120 s plus up to 60 s of jitter, the repo-server's revision cached 3 minutes, 2 s between "
@@ -258,14 +299,15 @@ def table(results: list[Result], load_at_start) -> str:
              "|---|---:|---:|" + "---:|" * len(phases) + "---:|"]
     for r in results:
         lines.append(f"| {r.case.name} | {r.objects:,} | {r.largest_folder_mb:.2f} MB | "
-                     + " | ".join(f"{r.phases[label]:.0f} s" for label in phases)
+                     + " | ".join(f"{r.phases[label]:.0f} s" if label in r.phases else "—" for label in phases)
                      + f" | {r.phases['from empty'] / r.case.groups * 1000:.0f} ms |")
     lines += ["", "CPU-seconds of each process over each phase, and its peak resident memory over the whole run:", "",
               "| case | process | " + " | ".join(phases) + " | peak RSS |", "|---|---|" + "---:|" * (len(phases) + 1)]
     for r in results:
         for process, label in PROCESSES.items():
             lines.append(f"| {r.case.name} | {label} | "
-                         + " | ".join(f"{r.cpu[phase].get(process, 0):.0f}" for phase in phases)
+                         + " | ".join(f"{r.cpu[phase].get(process, 0):.0f}" if phase in r.cpu else "—"
+                                      for phase in phases)
                          + f" | {r.peak_mb.get(process, 0):,.0f} MB |")
     split = sorted((r for r in results if r.case.applications), key=lambda r: r.case.groups)
     if len(split) >= 2:
@@ -283,17 +325,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--namespaces", type=int, default=3)
     parser.add_argument("--applications", type=int, default=8, help="groupApplications of the split cases")
     parser.add_argument("--single", action="store_true", help="also the largest size as one Application")
+    parser.add_argument("--periodic-up-to", type=int, default=200,
+                        help="the periodic-refresh phase only for cases of at most this many groups (it waits on "
+                             "Argo CD's timers, not on the platform's size)")
+    parser.add_argument("--site-settings", action="store_true",
+                        help="the split cases with the controller set as bootstrap/argocd-settings/ says")
+    parser.add_argument("--client-side-diff", action="store_true",
+                        help="the split cases with ServerSideDiff=false on the tree's Applications")
     parser.add_argument("--work", type=pathlib.Path, default=None)
     parser.add_argument("--write-readme", action="store_true")
     args = parser.parse_args(argv)
     load_at_start = os.getloadavg()
-    cases = [Case(groups, args.applications, args.classes, args.namespaces) for groups in args.groups]
+    cases = [Case(groups, args.applications, args.classes, args.namespaces, args.site_settings,
+                  not args.client_side_diff) for groups in args.groups]
     if args.single:
         cases.append(Case(max(args.groups), None, args.classes, args.namespaces))
     results = []
     for case in cases:
         with tempfile.TemporaryDirectory(prefix="gpugen-argocd-scale-", dir=args.work) as tmp:
-            results.append(run_case(case, pathlib.Path(tmp), lambda line: print(line, flush=True)))
+            results.append(run_case(case, pathlib.Path(tmp), lambda line: print(line, flush=True),
+                                    args.periodic_up_to))
     text = table(results, load_at_start)
     print(text)
     if args.write_readme:

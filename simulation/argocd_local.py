@@ -284,7 +284,7 @@ class ArgoCD:
         return _run(["kubectl", *args], cwd=self.repo.checkout, env=env, what="kubectl")
 
     def wait_applications(self, names: set[str] | None, usual: float, revision: str | None = None,
-                          check=lambda: None) -> list[dict]:
+                          check=lambda: None, refusal_lasts: float | None = None, interval: float = 1) -> list[dict]:
         """Every Application (or those named) Synced and Healthy, at `revision` when given. It follows the
         Applications' progress (simulation/waiting.py): a ComponentFailed listing each Application's sync and health
         status, conditions and last operation when none of them changed for waiting.STALL seconds, or at
@@ -308,20 +308,23 @@ class ArgoCD:
                     first_refused.setdefault(a["metadata"]["name"], now)
                 else:
                     first_refused.pop(a["metadata"]["name"], None)
-            refused = [a for a in apps if now - first_refused.get(a["metadata"]["name"], now) > REFUSAL_LASTS]
+            refused = [a for a in apps
+                       if now - first_refused.get(a["metadata"]["name"], now) > (refusal_lasts or REFUSAL_LASTS)]
             if refused:
                 raise ComponentFailed("Argo CD refuses an Application (a retry cannot help):\n"
                                       + "\n".join(f"  {a['metadata']['name']}: {refusal(a)}" for a in refused)
                                       + "\n" + "\n".join(describe_application(a) for a in apps))
             return None
 
-        return wait_for(settled, "Argo CD: Applications Synced and Healthy", usual, interval=1,
+        return wait_for(settled, "Argo CD: Applications Synced and Healthy", usual, interval=interval,
                         progress=lambda: [application_progress(a) for a in apps], error=ComponentFailed,
                         describe=lambda: "\n".join(describe_application(a) for a in apps)
                         + f"\n(controller log: {self.controller.log})")
 
 
-REFUSAL_LASTS = 20.0  # seconds
+# Seconds a refusal must last to count (`refusal_lasts` widens it: a controller busy with thousands of objects
+# reconciles an Application again only minutes later, its condition of a moment ago still shown).
+REFUSAL_LASTS = 20.0
 
 # gitops-engine's syncTask.String(): "PHASE/WAVE resource|hook GROUP/KIND:NAMESPACE/NAME live->target (...)".
 _SYNC_TASK = re.compile(r"(?P<phase>\w+)/(?P<wave>-?\d+) (?:resource|hook) (?P<group>[^/ ]*)/(?P<kind>[^:]+):"
