@@ -16,8 +16,7 @@ from generator.builders.argocd import (CMD_PARAMS, CONTROLLER, DEFAULT_OPERATION
 from generator.inventory.load import load_inventory_text
 from generator.layout import KUSTOMIZATION_FILE, SITE_SETTINGS_FOLDER
 from generator.tree import render_trees
-from simulation.go_tools import module_dir
-from simulation.pins import versions
+from simulation.argocd_local import argocd_module
 from simulation.prerequisites import unavailable
 from simulation.waiting import ceiling
 from tests.support.inventories import edited, flame_data, setting, to_text
@@ -39,7 +38,7 @@ def test_one_application_renders_no_settings():
 def install_manifest() -> str:
     """Argo CD's install manifest at the pinned version, its CRDs aside (no patch can name them, and kustomize takes
     a minute over their schemas)."""
-    path = module_dir("github.com/argoproj/argo-cd/v3", versions()["ARGOCD_VERSION"]) / "manifests" / "install.yaml"
+    path = argocd_module() / "manifests" / "install.yaml"
     return yaml.safe_dump_all([doc for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader)
                                if doc and doc["kind"] != "CustomResourceDefinition"])
 

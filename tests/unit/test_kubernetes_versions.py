@@ -9,12 +9,12 @@ import pytest
 
 from generator.components import COMPONENTS
 from generator.versions import pins
+from simulation.argocd_local import ARGOCD_MODULE
 from simulation.go_tools import module_dir
 from simulation.pins import KUBERNETES_LINES, NEWEST, PREVIOUS
 from tests.support import REPO
 
 DOC = REPO / "docs" / "kubernetes.md"
-ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 
 
 def _documented() -> dict[str, tuple[str, str]]:
