@@ -1,11 +1,10 @@
 """One simulated cluster of a single-cluster inventory whose classes are of every accelerator kind (tests/accelerators):
-started like a member of several clusters (simulation/several_clusters.py), not like the simulated FLAME. No Argo CD:
-each component Application of the render is installed from its chart in Argo CD's order by the model
-(simulation/argo_sync.py), then the rendered tree. What runs: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, KWOK (nodes advertising each class's resource, as its device plugin would: cluster.inventory_nodes),
-and every component's controllers as the pod runtime runs them in the FLAME (Kueue, JobSet, Trainer, Kyverno's
-admission and cleanup controllers), then the site's Prometheus scraping them as the rendered monitors say, and the
-ledger of Kueue's Workloads.
+no Argo CD (unlike the simulated FLAME and the several clusters): each component Application of the render is
+installed from its chart in Argo CD's order by the model (simulation/argo_sync.py), then the rendered tree. What runs:
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK (nodes advertising each class's resource, as its
+device plugin would: cluster.inventory_nodes), and every component's controllers as the pod runtime runs them in the
+FLAME (Kueue, JobSet, Trainer, Kyverno's admission and cleanup controllers), then the site's Prometheus scraping them
+as the rendered monitors say, and the ledger of Kueue's Workloads.
 
     cluster = start_accelerator_cluster(work, inventory_file)   # stops what it started on failure
     try: ... cluster.admin, cluster.researchers["nlp-lab"], cluster.prometheus.url ...
@@ -26,23 +25,69 @@ from generator.inventory import load_inventory
 from generator.layout import KUSTOMIZATION_FILE
 from generator.tree import render_trees
 from simulation import argo_sync
-from simulation.cluster import require_tools, start_kubernetes
-from simulation.components import COMPONENT_LABEL, chart_objects
+from simulation.cluster import CLUSTER_TOOLS, require_tools, start_kubernetes
+from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, chart_objects
 from simulation.flame import (MONITORING_TOOLS, NOT_RUN, Researcher, onboard_research_namespaces,
                               platform_containers, researcher_identities, stop_cluster, wait_kueue_webhook,
                               wait_policies_live)
-from simulation.kube import Client, SyncApi
+from simulation.kube import Client, SyncApi, poll
 from simulation.ledger import WorkloadLedger
 from simulation.monitoring import install_site_monitoring
 from simulation.netns import PodNetwork
 from simulation.pods import PodRuntime
 from simulation.processes import ComponentFailed, Processes
 from simulation.prometheus import SitePrometheus, start_prometheus
-from simulation.several_clusters import ALL_TOOLS, USUAL, sync_chart, wait_deployments
 
 # Seconds a Job's pod runs before KWOK completes it: over two of the inventory's scrape intervals (15 s), so that
 # Prometheus sees every job's quota held, and `gpugen report` can be held to the ledger.
 JOB_SECONDS = 32.0
+ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
+# Seconds a step of bringing up the cluster usually takes (simulation/waiting.py bounds the waits on it).
+USUAL = 30.0
+HELM_HOOK = "helm.sh/hook"
+
+
+def sync_chart(admin_kube, app: dict, log):
+    """The component Application's chart in Argo CD's order, as the model syncs it."""
+    # Helm hooks are left out: Argo CD skips test and pre-delete hooks, and the one it would run (Kyverno's
+    # post-upgrade migration, a PostSync hook) has nothing to migrate on a fresh install. Only Kyverno's chart has
+    # hooks.
+    objects = [o for o in chart_objects(app) if HELM_HOOK not in o["metadata"].get("annotations", {})]
+    namespace = app["spec"]["destination"]["namespace"]
+    api = SyncApi(admin_kube)
+    if api.get("v1", "Namespace", namespace) is None:  # CreateNamespace=true
+        admin_kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False)
+    result = argo_sync.ArgoSync(api, app["metadata"]["name"], destination_namespace=namespace).sync(
+        [o if "namespace" in o["metadata"] or not _namespaced(admin_kube, o) else
+         {**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in objects], usual=USUAL)
+    if result.phase != "Succeeded":
+        raise ComponentFailed(f"{app['metadata']['name']}: {result.phase} {result.message} {result.waiting_on}")
+    # A CRD's sync succeeds once it is applied; the next Application's objects need it served (Argo CD retries
+    # until then).
+    for crd in (o for o in objects if o["kind"] == "CustomResourceDefinition"):
+        served = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
+        poll(lambda: all(crd["spec"]["names"]["kind"] in admin_kube.resources(f"{crd['spec']['group']}/{version}",
+                                                                              refresh=True) for version in served),
+             USUAL, f"CRD {crd['metadata']['name']} served", interval=0.2)
+    log(f"  {app['metadata']['name']}: {len(objects)} objects")
+
+
+def _namespaced(kube, obj) -> bool:
+    if obj["kind"] == "CustomResourceDefinition":
+        return False
+    found = kube.resources(obj["apiVersion"]).get(obj["kind"])
+    return bool(found and found[1])
+
+
+def wait_deployments(admin: Client, member_name: str, namespaces: list[str], check):
+    def available():
+        check()
+        for ns in namespaces:
+            for d in admin.list("apps/v1", "Deployment", ns):
+                if (d.get("status", {}).get("availableReplicas") or 0) < d["spec"].get("replicas", 1):
+                    return False
+        return True
+    poll(available, USUAL, f"{member_name}: every Deployment of the components Available", interval=0.5)
 
 
 @dataclasses.dataclass
@@ -110,7 +155,7 @@ def start_accelerator_cluster(work: pathlib.Path, inventory_file: pathlib.Path, 
         for obj in beside:
             admin.apply(obj)
         for app in apps:
-            sync_chart(k8s.plane.kube, app, True, tree, log)
+            sync_chart(k8s.plane.kube, app, log)
         wait_deployments(admin, inventory.cluster.name, namespaces, lambda: (procs.check_running(), runtime.check()))
         timings["components"] = time.monotonic() - t0
         result = argo_sync.ArgoSync(SyncApi(k8s.plane.kube), inventory.cluster.gitops.applicationName,

@@ -114,11 +114,15 @@ def _run(cmd, cwd=None, env=None, what=None):
     return done.stdout
 
 
-def site_inventory(inventory_file: pathlib.Path, repo_url: str, chart_mirror: str) -> str:
-    """The inventory with this simulated site's repository and chart mirror."""
+def site_inventory(inventory_file: pathlib.Path, repo_url: str, chart_mirror: str,
+                   servers: dict[str, str] | None = None) -> str:
+    """The inventory with this simulated site's repository and chart mirror, and with several clusters their API
+    servers (`servers`: cluster name -> URL) as the site gives them."""
     doc = yaml.safe_load(inventory_file.read_text())
     doc["cluster"]["gitops"]["repoURL"] = repo_url
     doc["cluster"]["chartMirror"] = {"url": chart_mirror, "plainHTTP": True}
+    for name, server in (servers or {}).items():
+        doc["clusters"][name]["server"] = server
     return "# The simulated FLAME's inventory: the committed one with this site's repository and chart mirror.\n" \
         + yaml.safe_dump(doc, sort_keys=False)
 
@@ -170,6 +174,7 @@ class GitRepo:
     checkout: pathlib.Path      # the platform engineers' clone; commits are pushed to the served bare repository
     url: str
     chart_mirror: str
+    servers: dict[str, str] = dataclasses.field(default_factory=dict)  # several clusters: name -> API server
     revision: str = ""
 
     def git(self, *args) -> str:
@@ -183,7 +188,7 @@ class GitRepo:
         (self.checkout / "docs").mkdir(exist_ok=True)
         shutil.copy(ARGOCD_CM_PATCH, self.checkout / "docs" / ARGOCD_CM_PATCH.name)
         site = self.checkout / "gpu_classes.yaml"
-        site.write_text(site_inventory(inventory_file, self.url, self.chart_mirror))
+        site.write_text(site_inventory(inventory_file, self.url, self.chart_mirror, self.servers))
         _run([sys.executable, "-m", "generator", "render", "--inventory", site,
               "--out", self.checkout / "rendered", "--bootstrap-out", self.checkout / "bootstrap",
               "--docs-out", self.checkout / "docs" / "runtimes.md"], cwd=pins.REPO, what="gpugen render")
@@ -205,7 +210,8 @@ class GitRepo:
         return self.revision
 
 
-def start_git(work: pathlib.Path, procs: Processes, inventory_file: pathlib.Path, chart_mirror: str, netns) -> GitRepo:
+def start_git(work: pathlib.Path, procs: Processes, inventory_file: pathlib.Path, chart_mirror: str, netns,
+              servers: dict[str, str] | None = None) -> GitRepo:
     served = work / "git"
     bare = served / REPO_NAME
     _run(["git", "init", "-q", "--bare", "--initial-branch=main", bare])
@@ -214,8 +220,8 @@ def start_git(work: pathlib.Path, procs: Processes, inventory_file: pathlib.Path
     checkout = work / "checkout"
     _run(["git", "clone", "-q", bare, checkout])
     _run(["git", "checkout", "-q", "-b", "main"], cwd=checkout)
-    repo = GitRepo(checkout, url, chart_mirror)
-    repo.commit(inventory_file, "FLAME: the platform")
+    repo = GitRepo(checkout, url, chart_mirror, dict(servers or {}))
+    repo.commit(inventory_file, "the platform")
     p = procs.start("git daemon", ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
                                    f"--base-path={served}", "--export-all", "--informative-errors", served],
                     work / "logs" / "git-daemon.log", netns=netns)
@@ -243,6 +249,7 @@ class ArgoCD:
     repo: GitRepo
     controller: Process
     repo_server: Process
+    applicationset_controller: Process | None = None
 
     def log_mark(self) -> int:
         """Where the controller's log ends now; sync_tasks reads only what is logged after such a mark."""
@@ -396,10 +403,11 @@ def _tool_path(work: pathlib.Path) -> str:
 
 def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, repo: GitRepo, redis: str,
                  netns, reconciliation: str | None = RECONCILIATION, repo_server_args: tuple[str, ...] = (),
-                 controller_env: dict[str, str] | None = None) -> ArgoCD:
-    """Argo CD's install objects applied, its repo-server and application controller started. `reconciliation`:
-    the periodic refresh (None: Argo CD's own default, as a site runs it); `repo_server_args`, `controller_env`:
-    a site's settings (as argocd-cmd-params-cm gives them to the commands)."""
+                 controller_env: dict[str, str] | None = None, application_sets: bool = False) -> ArgoCD:
+    """Argo CD's install objects applied, its repo-server and application controller started, and its
+    ApplicationSet controller with `application_sets`. `reconciliation`: the periodic refresh (None: Argo CD's own
+    default, as a site runs it); `repo_server_args`, `controller_env`: a site's settings (as argocd-cmd-params-cm
+    gives them to the commands)."""
     admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ARGOCD_NAMESPACE}})
     apply_all(admin, install_objects(), ARGOCD_NAMESPACE)
     # argocd-server writes server.secretkey into argocd-secret when it first starts; it is not run here, and
@@ -447,7 +455,67 @@ def start_argocd(work: pathlib.Path, procs: Processes, plane, admin: Client, rep
              **(controller_env or {})},
         netns=netns)
     wait_ready(controller, lambda: _port_open(netns, controller_metrics), 60, "argocd-application-controller")
-    return ArgoCD(admin, plane.kubeconfig, repo, controller, repo_server)
+    appset = None
+    if application_sets:
+        appset_kc = service_account_kubeconfig(plane, data / "applicationset-controller.kubeconfig",
+                                               ARGOCD_NAMESPACE, "argocd-applicationset-controller")
+        probe = free_port()
+        # As the install manifest's Deployment runs it, its listeners on loopback; the Git webhook endpoint is
+        # argocd-server's business here too (refresh() stands in for it), so nothing calls the controller's.
+        appset = procs.start("argocd-applicationset-controller", [
+            binary, "--argocd-repo-server", f"127.0.0.1:{repo_port}", "--metrics-addr", f"127.0.0.1:{free_port()}",
+            "--probe-addr", f"127.0.0.1:{probe}", "--webhook-addr", f"127.0.0.1:{free_port()}",
+            "--loglevel", "info", "--logformat", "json",
+        ], work / "logs" / "argocd-applicationset-controller.log",
+            env={**common, "ARGOCD_BINARY_NAME": "argocd-applicationset-controller", "KUBECONFIG": str(appset_kc)},
+            netns=netns)
+        wait_ready(appset, lambda: _port_open(netns, probe), 60, "argocd-applicationset-controller")
+    return ArgoCD(admin, plane.kubeconfig, repo, controller, repo_server, appset)
+
+
+# What `argocd cluster add` makes on a cluster Argo CD is to manage (util/clusterauth/clusterauth.go of the pinned
+# module: InstallClusterManagerRBAC with no namespaces, ArgoCDManagerClusterPolicyRules, and a long-lived token
+# Secret `<service account>-long-lived-token` that the token controller fills).
+CLUSTER_MANAGER = "argocd-manager"
+CLUSTER_MANAGER_NAMESPACE = "kube-system"
+
+
+def cluster_manager_access(kube_admin: Client) -> str:
+    """`argocd cluster add`'s part on the managed cluster: the ServiceAccount argocd-manager in kube-system bound
+    to every verb on every resource and non-resource URL, and its bearer token."""
+    role = f"{CLUSTER_MANAGER}-role"
+    apply_all(kube_admin, [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": CLUSTER_MANAGER, "namespace": CLUSTER_MANAGER_NAMESPACE}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role},
+         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                   {"nonResourceURLs": ["*"], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": f"{role}-binding"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": CLUSTER_MANAGER, "namespace": CLUSTER_MANAGER_NAMESPACE}]},
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+         "metadata": {"name": f"{CLUSTER_MANAGER}-long-lived-token", "namespace": CLUSTER_MANAGER_NAMESPACE,
+                      "annotations": {"kubernetes.io/service-account.name": CLUSTER_MANAGER}}},
+    ], CLUSTER_MANAGER_NAMESPACE)
+
+    def token():
+        secret = kube_admin.get("v1", "Secret", f"{CLUSTER_MANAGER}-long-lived-token", CLUSTER_MANAGER_NAMESPACE)
+        return base64.b64decode(secret["data"]["token"]).decode() if (secret or {}).get("data", {}).get("token") \
+            else None
+    return wait_for(token, f"the token of {CLUSTER_MANAGER_NAMESPACE}/{CLUSTER_MANAGER}", 2, interval=0.2,
+                    error=ComponentFailed)
+
+
+def cluster_secret(name: str, server: str, token: str, ca: bytes) -> dict:
+    """`argocd cluster add`'s part on Argo CD's side, declaratively: a cluster Secret whose server is the cluster's
+    `server:` as the inventory spells it, with the bearer token and CA (compression off, as IN_CLUSTER_SECRET)."""
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": f"cluster-{name}", "namespace": ARGOCD_NAMESPACE,
+                         "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "stringData": {"name": name, "server": server, "config": json.dumps({
+                "bearerToken": token, "disableCompression": True,
+                "tlsClientConfig": {"insecure": False, "caData": base64.b64encode(ca).decode()}})}}
 
 
 def bootstrap(argo: ArgoCD):

@@ -10,6 +10,7 @@ where such addresses can exist without touching the machine's network.
     net = PodNetwork.start(work)          # needs root (CI and the developers' machines are)
     procs.start(..., netns=net)           # a process in the namespace (Processes.start)
     net.forward(port)                     # 127.0.0.1:port on the host -> 127.0.0.1:port in the namespace
+    link = net.link(port)                 # 127.0.0.1:link.port -> 127.0.0.1:port, both inside; link.cut(), .restore()
     with net.entered(): ...               # this thread's sockets in the namespace (the pod runtime's probes)
     net.stop()
 
@@ -28,6 +29,7 @@ import socket
 import subprocess
 import threading
 
+from simulation.control_plane import free_port
 from simulation.processes import child_preexec, stop_process
 from simulation.waiting import STOP_GRACE
 
@@ -57,6 +59,7 @@ class PodNetwork:
         self._host = f"/proc/{os.getpid()}/task/{threading.get_native_id()}/ns/net"
         self._host_fd = os.open(self._host, os.O_RDONLY)
         self._forwarders: list[_Forwarder] = []
+        self._links: list[Link] = []
         self._lock = threading.Lock()
 
     @classmethod
@@ -114,21 +117,32 @@ class PodNetwork:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", int(port)))
         listener.listen(64)
-        f = _Forwarder(self, listener, int(port))
+        f = _Forwarder(self, listener, int(port), connect=lambda: self.connect_inside(int(port)))
         self._forwarders.append(f)
         f.start()
 
     def expose(self, port: int):
         """127.0.0.1:port inside relays to 127.0.0.1:port on the host (a test's server the cluster must reach,
         such as the image registry of the image-architecture policy)."""
+        f = _Forwarder(self, self._listen_inside(port), int(port),
+                       connect=lambda: socket.create_connection(("127.0.0.1", int(port))))
+        self._forwarders.append(f)
+        f.start()
+
+    def link(self, port: int) -> Link:
+        """A new port inside relaying to 127.0.0.1:port inside: the network between two sites of a platform, which
+        a test cuts (every connection through it closed, new ones refused) and restores on the same port."""
+        link = Link(self, int(port))
+        link.restore()
+        return link
+
+    def _listen_inside(self, port: int) -> socket.socket:
         with self.entered():
             listener = socket.socket()
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             listener.bind(("127.0.0.1", int(port)))
             listener.listen(64)
-        f = _Forwarder(self, listener, int(port), inward=False)
-        self._forwarders.append(f)
-        f.start()
+        return listener
 
     def connect_inside(self, port: int) -> socket.socket:
         with self.entered():
@@ -140,17 +154,46 @@ class PodNetwork:
         for f in self._forwarders:
             f.stop()
         self._forwarders.clear()
+        for link in self._links:
+            link.cut()
+        self._links.clear()
         stop_process(self.holder)
         with contextlib.suppress(OSError):
             os.close(self._host_fd)
 
 
-class _Forwarder(threading.Thread):
-    """Relays every connection to one port, both ways, until stopped."""
+class Link:
+    """A port inside the namespace relaying to another port inside (PodNetwork.link)."""
 
-    def __init__(self, net: PodNetwork, listener: socket.socket, port: int, inward: bool = True):
+    def __init__(self, net: PodNetwork, target: int):
+        self.net, self.target = net, target
+        self.port = free_port()
+        self._forwarder: _Forwarder | None = None
+        net._links.append(self)
+
+    @property
+    def up(self) -> bool:
+        return self._forwarder is not None
+
+    def cut(self):
+        """Every connection through the link closed; new ones refused until restore()."""
+        if self._forwarder is not None:
+            self._forwarder.stop()
+            self._forwarder = None
+
+    def restore(self):
+        if self._forwarder is None:
+            self._forwarder = _Forwarder(self.net, self.net._listen_inside(self.port), self.port,
+                                         connect=lambda: self.net.connect_inside(self.target))
+            self._forwarder.start()
+
+
+class _Forwarder(threading.Thread):
+    """Relays every connection to one port, both ways, until stopped: each accepted connection to `connect()`."""
+
+    def __init__(self, net: PodNetwork, listener: socket.socket, port: int, connect):
         super().__init__(name=f"forward-{port}", daemon=True)
-        self.net, self.listener, self.port, self.inward = net, listener, port, inward
+        self.net, self.listener, self.port, self.connect = net, listener, port, connect
         self.selector = selectors.DefaultSelector()
         self._stopping = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -174,8 +217,7 @@ class _Forwarder(threading.Thread):
                     if key.data == "accept":
                         client, _ = self.listener.accept()
                         try:
-                            inside = self.net.connect_inside(self.port) if self.inward else \
-                                socket.create_connection(("127.0.0.1", self.port))
+                            inside = self.connect()
                         except OSError:
                             client.close()
                             continue

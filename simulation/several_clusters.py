@@ -1,21 +1,19 @@
-"""Several simulated clusters on one machine (docs/multi-cluster.md): a manager and its workers, each with its own
-etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK nodes (simulation/cluster.py), and the
-platform's controllers as each cluster's component Applications install them from their pinned charts
-(simulation/components.py, simulation/pods.py). The manager's Kueue runs MultiKueue with the kubeconfig Secrets
-made as docs/multi-cluster.md says (a token of the worker's `multikueue` ServiceAccount, the worker's CA).
-
-What Argo CD would do is done by its model (simulation/argo_sync.py): each component Application's chart, then
-each cluster's rendered tree, in Argo CD's order; the real Argo CD delivers the single FLAME (simulation/flame.py).
+"""Several simulated clusters on one machine (docs/multi-cluster.md), delivered by the real Argo CD on the manager as
+docs/multi-cluster.md bootstraps them: a manager and its workers, each with its own etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and KWOK nodes (simulation/cluster.py) and its own pod runtime
+(simulation/pods.py); on the manager Argo CD's application controller, repo-server and ApplicationSet controller
+(simulation/argocd_local.py) with a cluster Secret per worker made as `argocd cluster add` makes it. The bootstrap
+then installs every cluster's components from their pinned charts, and the ApplicationSet controller expands the
+rendered ApplicationSet into one Application per cluster that syncs that cluster's tree to its API server. The
+manager's Kueue runs MultiKueue with the kubeconfig Secrets made as docs/multi-cluster.md says (a token of the
+worker's `multikueue` ServiceAccount, the worker's CA).
 
     platform = start_clusters(work, inventory_file)     # stops what it started on failure
     try: platform.members["hub"].admin, platform.researchers["vision-lab"], platform.stop_cluster("ember") ...
     finally: platform.stop()
 
-Which controllers run where (RUN_ON): the manager runs Kueue (MultiKueue) and Trainer, whose webhook judges the
-researcher's TrainJob and whose controller must leave a job MultiKueue manages alone; the workers run Kueue,
-JobSet and Trainer. Kyverno is not run here: the CRDs of its kinds the trees hold are applied so that the trees sync,
-and its admission is proven by the simulated FLAME and the policy tier. A component's chart is applied only where
-it runs; elsewhere only its CRDs are.
+Every cluster runs the controllers of every component its Applications install, as a site would (Kyverno's
+admission and cleanup controllers too: the workers' policies judge MultiKueue's copies).
 """
 from __future__ import annotations
 
@@ -29,32 +27,29 @@ import yaml
 from generator.builders.argocd import IN_CLUSTER
 from generator.inventory import clusters as inventory_clusters
 from generator.inventory import load_inventory
-from generator.layout import KUSTOMIZATION_FILE
 from generator.tree import render_trees
-from simulation import argo_sync
-from simulation.kube import message
+from simulation import argo_sync, manifests
+from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, cluster_manager_access,
+                                     cluster_secret, push_charts, start_argocd, start_git, start_redis, start_registry)
 from simulation.cluster import CLUSTER_TOOLS, require_tools, start_kubernetes
 from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, SIMULATED, chart_objects
-from simulation.flame import (Researcher, onboard_research_namespaces, platform_containers,
-                              researcher_identities, wait_kueue_webhook)
-from simulation.kube import Client, SyncApi, conditions, poll
-from simulation.netns import PodNetwork
+from simulation.flame import (HOOK_IMAGES, NOT_RUN, Researcher, expected_applications, hook_images,
+                              onboard_research_namespaces, platform_containers, researcher_identities,
+                              wait_kueue_webhook, wait_policies_live)
+from simulation.kube import Client, conditions, message, poll
+from simulation.netns import Link, PodNetwork
 from simulation.pods import PodRuntime
 from simulation.processes import ComponentFailed, Processes
 from simulation.waiting import REQUEST
 
-# role -> the components whose controllers run there (each component's folder says: simulation.roles).
-RUN_ON = {role: tuple(name for name, run in SIMULATED.items() if role in run.roles) for role in ("manager", "worker")}
-# Where they do not run, of their CRDs only those of the kinds a cluster's tree holds are applied (each large CRD
-# costs every API server CPU for its OpenAPI schema; Kyverno's chart brings 22).
-TREE_CRDS_ONLY = tuple(name for name, run in SIMULATED.items() if run.tree_crds_only)
-ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS
+ALL_TOOLS = CLUSTER_TOOLS + COMPONENT_TOOLS + ARGOCD_TOOLS + list(HOOK_IMAGES.values())
 # Each cluster's pods get addresses of their own: POD_NETWORK[IP_BLOCK * i + 10] onwards for the i-th cluster.
 IP_BLOCK = 1000
 # Seconds a step of bringing up the clusters usually takes (simulation/waiting.py bounds the waits on it).
 USUAL = 30.0
+# Seconds Argo CD usually takes from the bootstrap to every Application of three clusters Synced and Healthy.
+APPLICATIONS_USUAL = 240.0
 KUEUE = "kueue.x-k8s.io/v1beta2"
-HELM_HOOK = "helm.sh/hook"
 
 
 @dataclasses.dataclass
@@ -68,7 +63,14 @@ class Member:
     admin: Client
     pods: PodRuntime
     nodes: list[str]
+    # A worker: the network between it and the manager (its API server as the manager's Argo CD and Kueue reach it,
+    # the inventory's `server:`); None for the manager.
+    link: Link | None = None
     stopped: bool = False
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.link.port}" if self.link else self.plane.kube.server
 
     def stop(self, grace: float = 15):
         """Every process of the cluster, newest first (`grace`: seconds each may take to exit before SIGKILL)."""
@@ -90,27 +92,40 @@ class Member:
 class Platform:
     work: pathlib.Path
     inventory: object
+    inventory_file: pathlib.Path
     members: dict[str, Member]              # cluster name -> its member, the manager first
     researchers: dict[str, Researcher]      # inventory group -> a member, with a kubeconfig for the manager
     network: PodNetwork
     timings: dict[str, float]
+    argocd: ArgoCD                          # on the manager
+    site: Processes                         # the GitOps repository, chart mirror, Redis and Argo CD
 
     @property
     def manager(self) -> Member:
         return next(m for m in self.members.values() if m.role == "manager")
 
     def stop_cluster(self, name: str):
-        """The cluster goes away at once, as when a site is cut off: every process of it killed."""
+        """The cluster goes away for good: every process of it killed."""
         self.members[name].stop(grace=0)
 
+    def cut_off(self, name: str):
+        """The worker's site is cut off from the manager: every connection between them closed, new ones refused.
+        The worker itself goes on, as a site does when only its link is down."""
+        self.members[name].link.cut()
+
+    def reconnect(self, name: str):
+        self.members[name].link.restore()
+
     def check_running(self):
+        self.site.check_running()
         for member in self.members.values():
             member.check_running()
 
     def stop(self):
-        # The manager first: while its Kueue still watches a worker, that worker's API server waits out its whole
-        # grace period before it exits.
+        # Argo CD first, then the manager: while a controller still watches a worker, that worker's API server
+        # waits out its whole grace period before it exits.
         try:
+            self.site.stop()
             for member in self.members.values():
                 member.stop()
         finally:
@@ -125,25 +140,24 @@ class Platform:
 
 # ---------------------------------------------------------------- what each cluster gets, from the render
 
-def cluster_trees(inventory, source: str) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
-    """The render of the inventory: per cluster its synced objects (rendered/<cluster>/, kustomization.yaml left
-    out) and its component Applications (bootstrap/, by destination), in sync-wave order."""
+def cluster_applications(inventory, source: str) -> dict[str, list[dict]]:
+    """The render of the inventory: per cluster its component Applications (bootstrap/, by destination), in
+    sync-wave order. A component the simulations do not run stops here, saying why."""
     rendered = render_trees(inventory, source)
-    trees: dict[str, list[dict]] = {}
-    for path, content in sorted(rendered.synced.items()):
-        cluster, _, rest = path.partition("/")
-        if rest != KUSTOMIZATION_FILE:
-            trees.setdefault(cluster, []).append(yaml.safe_load(content))
     servers = {IN_CLUSTER: inventory_clusters.manager(inventory),
                **{member.server: name for name, member in inventory.clusters.items()}}
-    applications: dict[str, list[dict]] = {}
+    applications: dict[str, list[dict]] = {name: [] for name in inventory.clusters}
     for content in rendered.bootstrap.values():
         obj = yaml.safe_load(content)
         if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
-            applications.setdefault(servers[obj["spec"]["destination"]["server"]], []).append(obj)
+            component = obj["metadata"]["labels"][COMPONENT_LABEL]
+            if component not in SIMULATED:
+                raise LookupError(f"the simulated clusters cannot install {component} (generator/components/"
+                                  f"{component}/ says NotSimulated)")
+            applications[servers[obj["spec"]["destination"]["server"]]].append(obj)
     for apps in applications.values():
         apps.sort(key=lambda a: int(a["metadata"]["annotations"][argo_sync.SYNC_WAVE]))
-    return trees, applications
+    return applications
 
 
 def node_inventory(inventory, role: str):
@@ -151,53 +165,9 @@ def node_inventory(inventory, role: str):
     return inventory.model_copy(update={"classes": {}}) if role == "manager" else inventory
 
 
-def sync_chart(admin_kube, app: dict, run: bool, tree: list[dict], log):
-    """The component Application's chart in Argo CD's order, as the model syncs it; only its CRDs where the
-    component does not run (for TREE_CRDS_ONLY, those of the kinds in `tree`)."""
-    # Helm hooks are left out: Argo CD skips test and pre-delete hooks, and the one it would run (Kyverno's
-    # post-upgrade migration, a PostSync hook) has nothing to migrate on a fresh install. Only Kyverno's chart has
-    # hooks, and only simulation/accelerator_cluster.py runs it here.
-    objects = [o for o in chart_objects(app) if HELM_HOOK not in o["metadata"].get("annotations", {})]
-    if not run:
-        objects = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-        if app["metadata"]["labels"][COMPONENT_LABEL] in TREE_CRDS_ONLY:
-            kinds = {(o["apiVersion"].rpartition("/")[0], o["kind"]) for o in tree}
-            objects = [o for o in objects if (o["spec"]["group"], o["spec"]["names"]["kind"]) in kinds]
-    namespace = app["spec"]["destination"]["namespace"]
-    api = SyncApi(admin_kube)
-    if run and api.get("v1", "Namespace", namespace) is None:  # CreateNamespace=true
-        admin_kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False)
-    result = argo_sync.ArgoSync(api, app["metadata"]["name"], destination_namespace=namespace).sync(
-        [o if "namespace" in o["metadata"] or not _namespaced(admin_kube, o) else
-         {**o, "metadata": {**o["metadata"], "namespace": namespace}} for o in objects], usual=USUAL)
-    if result.phase != "Succeeded":
-        raise ComponentFailed(f"{app['metadata']['name']}: {result.phase} {result.message} {result.waiting_on}")
-    # A CRD's sync succeeds once it is applied; the next Application's objects need it served (Argo CD retries
-    # until then).
-    for crd in (o for o in objects if o["kind"] == "CustomResourceDefinition"):
-        served = [v["name"] for v in crd["spec"]["versions"] if v.get("served")]
-        poll(lambda: all(crd["spec"]["names"]["kind"] in admin_kube.resources(f"{crd['spec']['group']}/{version}",
-                                                                              refresh=True) for version in served),
-             USUAL, f"CRD {crd['metadata']['name']} served", interval=0.2)
-    log(f"  {app['metadata']['name']}: {len(objects)} objects{'' if run else ' (its CRDs: not run here)'}")
-
-
-def _namespaced(kube, obj) -> bool:
-    if obj["kind"] == "CustomResourceDefinition":
-        return False
-    found = kube.resources(obj["apiVersion"]).get(obj["kind"])
-    return bool(found and found[1])
-
-
-def wait_deployments(admin: Client, member_name: str, namespaces: list[str], check):
-    def available():
-        check()
-        for ns in namespaces:
-            for d in admin.list("apps/v1", "Deployment", ns):
-                if (d.get("status", {}).get("availableReplicas") or 0) < d["spec"].get("replicas", 1):
-                    return False
-        return True
-    poll(available, USUAL, f"{member_name}: every Deployment of the components Available", interval=0.5)
+def cluster_application_names(inventory) -> dict[str, str]:
+    """Cluster -> the Application the rendered ApplicationSet generates for it (its template's name)."""
+    return {name: f"{inventory.cluster.gitops.applicationName}-{name}" for name in inventory.clusters}
 
 
 # ---------------------------------------------------------------- MultiKueue's credentials, made as documented
@@ -216,7 +186,7 @@ def multikueue_secret(manager: Member, worker: Member, namespace: str, worker_na
                               f"{message(r)}")
     ca = base64.b64encode((worker.plane.pki / "ca.crt").read_bytes()).decode()
     kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": worker.name,
-                  "clusters": [{"name": worker.name, "cluster": {"server": kube.server,
+                  "clusters": [{"name": worker.name, "cluster": {"server": worker.server,
                                                                  "certificate-authority-data": ca}}],
                   "users": [{"name": "multikueue", "user": {"token": r.json()["status"]["token"]}}],
                   "contexts": [{"name": worker.name, "context": {"cluster": worker.name, "user": "multikueue"}}]}
@@ -236,32 +206,24 @@ def multikueue_connected(admin: Client, inventory) -> bool:
 
 # ---------------------------------------------------------------- start
 
-def start_member(work: pathlib.Path, index: int, name: str, role: str, view, trees, applications, net, log) -> Member:
+def start_member(work: pathlib.Path, index: int, name: str, role: str, view, applications: list[dict], net,
+                 log) -> Member:
+    """A cluster's Kubernetes and pod runtime, and what `argocd cluster add` makes on it; Argo CD installs the
+    rest."""
     procs = Processes()
     runtime = None
     try:
-        run = RUN_ON[role]
-        apps = applications[name]
-        charts = [(app, chart_objects(app)) for app in apps if app["metadata"]["labels"][COMPONENT_LABEL] in run]
+        charts = [(app, chart_objects(app)) for app in applications]
         containers = platform_containers(charts)
         namespaces = sorted({key.split("/")[0] for key in containers})
         k8s = start_kubernetes(work / name, procs, node_inventory(view, role), pod_runtime_namespaces=namespaces,
                                netns=net)
         admin = Client.from_kube(k8s.plane.kube)
-        runtime = PodRuntime(admin, k8s.plane, work / name, namespaces, containers, {}, procs, net, log,
-                             first_ip=IP_BLOCK * index + 10)
+        runtime = PodRuntime(admin, k8s.plane, work / name, namespaces, containers, NOT_RUN, procs, net, log,
+                             images=hook_images(charts), first_ip=IP_BLOCK * index + 10)
         runtime.start()
-        member = Member(name, role, view, procs, k8s.plane, admin, runtime, k8s.nodes)
-        for app in apps:
-            sync_chart(k8s.plane.kube, app, app["metadata"]["labels"][COMPONENT_LABEL] in run, trees[name], log)
-        wait_deployments(admin, name, namespaces, member.check_running)
-        result = argo_sync.ArgoSync(SyncApi(k8s.plane.kube), f"training-platform-{name}", prune_last=True).sync(
-            trees[name], usual=USUAL)
-        if result.phase != "Succeeded":
-            raise ComponentFailed(f"{name}: its tree: {result.phase} {result.message} {result.waiting_on}")
-        onboard_research_namespaces(admin, view)
-        wait_kueue_webhook(admin, view, None)
-        return member
+        link = net.link(int(k8s.plane.kube.server.rsplit(":", 1)[1])) if role == "worker" else None
+        return Member(name, role, view, procs, k8s.plane, admin, runtime, k8s.nodes, link)
     except BaseException:
         if runtime:
             runtime.stop()
@@ -270,37 +232,89 @@ def start_member(work: pathlib.Path, index: int, name: str, role: str, view, tre
 
 
 def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) -> Platform:
-    """Start every cluster of the inventory in `work` (an empty directory), the manager first, connect the
-    manager's MultiKueue to each worker, and give each group with identities a researcher on the manager."""
+    """Start every cluster of the inventory in `work` (an empty directory), the manager first, and Argo CD on the
+    manager with access to each worker; bootstrap it as docs/multi-cluster.md says and wait for every Application
+    Synced and Healthy; onboard each cluster, connect the manager's MultiKueue to each worker, and give each group
+    with identities a researcher on the manager."""
     inventory = load_inventory(inventory_file)
     require_tools(ALL_TOOLS)
     work = pathlib.Path(work)
     t0 = time.monotonic()
     timings: dict[str, float] = {}
-    trees, applications = cluster_trees(inventory, str(inventory_file))
+    applications = cluster_applications(inventory, str(inventory_file))
     net = PodNetwork.start(work)
+    site = Processes()
     members: dict[str, Member] = {}
     try:
         roles = [(inventory_clusters.manager(inventory), "manager", inventory_clusters.manager_view(inventory))]
         roles += [(w, "worker", inventory_clusters.worker_view(inventory, w))
                   for w in inventory_clusters.workers(inventory)]
         for index, (name, role, view) in enumerate(roles):
-            members[name] = start_member(work, index, name, role, view, trees, applications, net, log)
+            members[name] = start_member(work, index, name, role, view, applications[name], net, log)
             timings[name] = time.monotonic() - t0
-            log(f"{name} ({role}) ready at {timings[name]:.1f}s")
+            log(f"{name} ({role}): Kubernetes ready at {timings[name]:.1f}s")
         manager = members[roles[0][0]]
+        workers = [members[name] for name, _role, _view in roles[1:]]
+
+        # The site's repository holds the inventory with each cluster's API server as the manager reaches it.
+        registry = start_registry(work, site, net)
+        repo = start_git(work, site, inventory_file, f"{registry}/charts", net,
+                         servers={m.name: m.server for m in members.values()})
+        push_charts(repo.checkout / "bootstrap", registry, work)
+        argo = start_argocd(work, site, manager.plane, manager.admin, repo, start_redis(work, site, net), net,
+                            application_sets=True)
+        for worker in workers:
+            manager.admin.apply(cluster_secret(worker.name, worker.server,
+                                               cluster_manager_access(worker.admin),
+                                               (worker.plane.pki / "ca.crt").read_bytes()))
+        timings["argocd"] = time.monotonic() - t0
+        log(f"git daemon, chart mirror, redis, Argo CD with access to {len(workers)} workers at "
+            f"{timings['argocd']:.1f}s")
+
+        bootstrap_argocd(argo)
+        expected = (expected_applications(repo.checkout / "bootstrap")
+                    | set(cluster_application_names(inventory).values()))
+        manager_tree = cluster_application_names(inventory)[manager.name]
+
+        def check():
+            site.check_running()
+            for member in members.values():
+                member.check_running()
+        # docs/multi-cluster.md's order: every Application but the manager's tree, which waits at its queues
+        # (Progressing) until MultiKueue reaches a worker; onboarding; MultiKueue's credentials; then the manager's.
+        argo.wait_applications(expected - {manager_tree}, APPLICATIONS_USUAL, repo.revision, check=check)
+        timings["workers synced"] = time.monotonic() - t0
+        log(f"Argo CD: every Application but {manager_tree} Synced and Healthy at {timings['workers synced']:.1f}s")
+        for member in members.values():
+            onboard_research_namespaces(member.admin, member.inventory)
         kueue_namespace = roles[0][2].cluster.components.kueue.namespace
         for name, _role, view in roles[1:]:
             manager.admin.apply(multikueue_secret(manager, members[name], kueue_namespace,
                                                   view.cluster.components.kueue.namespace))
-        poll(lambda: manager.check_running() or multikueue_connected(manager.admin, inventory), USUAL,
+        argo.wait_applications({manager_tree}, USUAL, repo.revision, check=check)
+        names = {a["metadata"]["name"] for a in argo.applications()}
+        if names != expected:
+            raise ComponentFailed(f"Argo CD has Applications {sorted(names)}, bootstrap/ and its ApplicationSet "
+                                  f"make {sorted(expected)}")
+        timings["synced"] = time.monotonic() - t0
+        log(f"Argo CD: {len(names)} Applications Synced and Healthy at {timings['synced']:.1f}s")
+        poll(lambda: check() or multikueue_connected(manager.admin, inventory), USUAL,
              "the manager's MultiKueueClusters, AdmissionChecks and ClusterQueues Active", interval=0.5)
         timings["connected"] = time.monotonic() - t0
-        log(f"MultiKueue connected to {len(roles) - 1} workers at {timings['connected']:.1f}s")
+        log(f"MultiKueue connected to {len(workers)} workers at {timings['connected']:.1f}s")
+        for member in members.values():
+            tree = manifests.tree_objects(repo.checkout / inventory.cluster.gitops.path / member.name)
+            wait_policies_live(member.admin, [o for o in tree if o["apiVersion"].startswith("policies.kyverno.io/")
+                                              and o["kind"] in ("ValidatingPolicy", "MutatingPolicy")], None)
+            wait_kueue_webhook(member.admin, member.inventory, None)
         researchers = researcher_identities(work, manager.plane, inventory)
-        return Platform(work, inventory, members, researchers, net, timings)
+        return Platform(work, inventory, pathlib.Path(inventory_file), members, researchers, net, timings, argo,
+                        site)
     except BaseException:
-        for member in members.values():  # the manager first, as in Platform.stop
-            member.stop()
-        net.stop()
+        try:
+            site.stop()
+            for member in members.values():  # the manager first, as in Platform.stop
+                member.stop()
+        finally:
+            net.stop()
         raise

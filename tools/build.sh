@@ -158,11 +158,13 @@ build_tool() {
     helm) build helm helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm \
       "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
     kwok) build kwok sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" ;;
-    # Argo CD's application controller and repo-server only (tools/argocd/main.go); its module needs a newer Go.
+    # Argo CD's application controller, repo-server and ApplicationSet controller only (tools/argocd/main.go); its
+    # module needs a newer Go.
     argocd) GOTOOLCHAIN="$ARGOCD_GO_TOOLCHAIN" build_main argocd github.com/argoproj/argo-cd/v3 \
       "$REPO_ROOT/tools/argocd" "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${ARGOCD_VERSION#v}" \
       github.com/argoproj/argo-cd/v3/cmd/argocd-application-controller/commands \
       github.com/argoproj/argo-cd/v3/cmd/argocd-repo-server/commands \
+      github.com/argoproj/argo-cd/v3/cmd/argocd-applicationset-controller/commands \
       github.com/argoproj/argo-cd/v3/common github.com/argoproj/argo-cd/v3/util/log ;;
     # The server with only the kubernetes service discovery (what a Prometheus Operator's configuration uses);
     # promtool (rule checks and unit tests) from the same wrapper module.

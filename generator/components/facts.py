@@ -120,11 +120,6 @@ class Simulation:
     not_run: tuple[tuple[str, str], ...] = ()
     # Images of the chart's hook Jobs that the pod runtime runs: the image's last path segment, and the tool.
     hook_images: tuple[tuple[str, str], ...] = ()
-    # Several clusters: the roles whose clusters run it; elsewhere only its CRDs are applied.
-    roles: tuple[Role, ...] = ()
-    # Where it does not run, only the CRDs of the kinds the cluster's tree holds (each large CRD costs every API
-    # server CPU for its OpenAPI schema).
-    tree_crds_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,33 @@
 """Several clusters from one inventory, running (docs/multi-cluster.md): a manager `hub` and the workers `flame`
 (GH200) and `ember` (A100, where only vision-lab holds GPUs), each its own etcd, kube-apiserver, scheduler, KWOK
-nodes and the controllers its component Applications install (simulation/several_clusters.py). The inventory is
-tests/support/inventories.platform_data() with MultiKueue's workerLostTimeout at 15 s.
+nodes and the controllers its component Applications install, delivered by the real Argo CD on the manager
+(tests/clusters/conftest.py, simulation/several_clusters.py).
 
 A researcher uses the kubeflow SDK against the manager only, as on FLAME: `runtime="torch-<class>"` is the whole
 choice. Every verdict is read from the component on the other side: the manager's Kueue (Workloads, their
-MultiKueue check, MultiKueueClusters), the worker's Trainer, JobSet and Job controller, the API servers' answers.
-The worker-lost test stops a worker for good, so it runs last.
+MultiKueue check, MultiKueueClusters), the worker's Trainer, JobSet and Job controller, the API servers' answers,
+Argo CD's Applications. The journey that cuts a worker off from the manager runs last.
 """
 from __future__ import annotations
 
 import time
 
 import pytest
+import yaml
 
-from simulation import several_clusters
 from simulation.cluster import identity_kubeconfig
 from simulation.kube import ApiError, Client, conditions, poll
-from tests.support.inventories import platform_data, to_text
-from tests.support.simulated_clusters import cluster_for_module
+from tests.support.inventories import to_text
 
 pytestmark = pytest.mark.tools
 
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 KUEUE = "kueue.x-k8s.io/v1beta2"
-WORKER_LOST_TIMEOUT = 15
 # Seconds a step of MultiKueue usually takes here (simulation/waiting.py bounds the waits on it).
 USUAL = 20.0
 # KWOK ends a Job's pod after this annotation's delay: a job still running when its worker goes away.
 LONG_RUN = {"pod-complete.stage.kwok.x-k8s.io/delay": "10m"}
-
-
-@pytest.fixture(scope="module")
-def platform(tmp_path_factory, request):
-    work = tmp_path_factory.mktemp("clusters")
-    data = platform_data()
-    data["cluster"]["components"]["kueue"]["workerLostTimeout"] = f"{WORKER_LOST_TIMEOUT}s"
-    inventory_file = work / "platform.yaml"
-    inventory_file.write_text(to_text(data))
-    yield from cluster_for_module(
-        request, "several clusters",
-        lambda log: several_clusters.start_clusters(work / "run", inventory_file, log=log),
-        lambda started: [pid for member in started.members.values() for pid in member.procs.pids()])
 
 
 def train(platform, group: str, runtime: str, options=()):
@@ -159,12 +144,26 @@ def test_a_researcher_who_goes_to_a_worker_directly_is_refused(platform, tmp_pat
     assert refused.value.status == 403, refused.value
 
 
-def test_when_worker_2_stops_its_jobs_keep_their_quota_until_the_timeout_then_are_requeued(platform):
+def worker_lost_timeout(platform) -> float:
+    text = platform.inventory.cluster.components.kueue.workerLostTimeout
+    assert text.endswith("s") and text[:-1].isdigit(), f"the tests' inventory gives seconds: {text}"
+    return float(text[:-1])
+
+
+def application(platform, cluster: str) -> dict:
+    name = f"{platform.inventory.cluster.gitops.applicationName}-{cluster}"
+    return platform.manager.admin.get("argoproj.io/v1alpha1", "Application", name,
+                                      platform.inventory.cluster.gitops.applicationNamespace)
+
+
+def test_a_worker_cut_off_loses_its_jobs_after_the_timeout_and_takes_them_back_when_it_returns(platform):
     """The behaviour Kueue documents for multiKueue.workerLostTimeout, observed: the worker's MultiKueueCluster
     turns inactive at once; its running job keeps its admission on the manager until the timeout; then the manager
     evicts it ("Admitting remote lost"), suspends the TrainJob and offers it again to the workers still connected,
-    where it waits: no other worker has its class. The group's AdmissionCheck stays Active while a worker is
-    connected."""
+    where it waits: no other worker has its class, so it runs on no other class's nodes. The group's AdmissionCheck
+    stays Active while a worker is connected. Argo CD cannot reach the worker meanwhile; a change to its tree pushed
+    during the cut reaches it once the link is back, and the job is admitted on it again."""
+    lost_timeout = worker_lost_timeout(platform)
     namespace, name = train(platform, "vision-lab", "torch-a100", [long_running()])
     manager = platform.manager.admin
     watch_trainjobs(platform, [(namespace, name)], lambda tj: check_state(workload(manager, namespace, name)).get(
@@ -172,23 +171,23 @@ def test_when_worker_2_stops_its_jobs_keep_their_quota_until_the_timeout_then_ar
         == "True", f"TrainJob {namespace}/{name} running on ember")
     assert workload(manager, namespace, name)["status"]["clusterName"] == "ember"
 
-    stopped = time.monotonic()
-    platform.stop_cluster("ember")
+    cut = time.monotonic()
+    platform.cut_off("ember")
     poll(lambda: conditions(manager.get(KUEUE, "MultiKueueCluster", "ember"))["Active"]["status"] == "False",
          USUAL, "MultiKueueCluster ember inactive")
-    inactive_after = time.monotonic() - stopped
+    inactive_after = time.monotonic() - cut
     assert conditions(manager.get(KUEUE, "MultiKueueCluster", "ember"))["Active"]["reason"] == "ClientConnectionFailed"
     # Within the timeout the job keeps its admission and quota on the manager.
-    time.sleep(max(0.0, WORKER_LOST_TIMEOUT / 2 - inactive_after))
+    time.sleep(max(0.0, lost_timeout / 2 - inactive_after))
     wl = workload(manager, namespace, name)
     assert check_state(wl)["state"] == "Ready" and "Evicted" not in conditions(wl), wl["status"]
 
     def evicted():
         wl = workload(manager, namespace, name)
         return conditions(wl).get("Evicted", {}).get("status") == "True" and wl
-    wl = poll(evicted, WORKER_LOST_TIMEOUT + USUAL, "the workload evicted after workerLostTimeout")
-    evicted_after = time.monotonic() - stopped
-    assert evicted_after >= WORKER_LOST_TIMEOUT - 1, evicted_after
+    wl = poll(evicted, lost_timeout + USUAL, "the workload evicted after workerLostTimeout")
+    evicted_after = time.monotonic() - cut
+    assert evicted_after >= lost_timeout - 1, evicted_after
     assert conditions(wl)["Evicted"]["reason"] == "AdmissionCheck", conditions(wl)["Evicted"]
     assert "Admitting remote lost" in conditions(wl)["Evicted"]["message"], conditions(wl)["Evicted"]
     # Kueue's job reconciler suspends the TrainJob once the Workload is evicted.
@@ -200,8 +199,57 @@ def test_when_worker_2_stops_its_jobs_keep_their_quota_until_the_timeout_then_ar
     assert conditions(copy).get("QuotaReserved", {}).get("status") != "True", copy.get("status")
     check = manager.get(KUEUE, "AdmissionCheck", "vision-lab")
     assert conditions(check)["Active"]["status"] == "True", conditions(check)
-    platform.timings["ember stopped: its MultiKueueCluster inactive"] = inactive_after
-    platform.timings[f"its job evicted (workerLostTimeout {WORKER_LOST_TIMEOUT}s)"] = evicted_after
+
+    # A change to ember's tree pushed meanwhile: Argo CD syncs it to the manager, and cannot reach ember.
+    argo = platform.argocd
+    data = yaml.safe_load(platform.inventory_file.read_text())
+    data["groups"]["vision-lab"]["allocations"]["a100"] = {"gpus": 8, "cpu": 64, "memory": "512G"}
+    changed = platform.work / "all-of-ember.yaml"
+    changed.write_text(to_text(data))
+    revision = argo.repo.commit(changed, "vision-lab: every A100 of ember")
+    argo.refresh()
+    argo.wait_applications({application(platform, "hub")["metadata"]["name"]}, USUAL * 4, revision,
+                           check=platform.check_running)
+    assert gpu_quota(manager, "vision-lab", "a100") == "8"
+    ember = platform.members["ember"].admin  # the test reaches ember directly, not through the manager's link
+    assert gpu_quota(ember, "vision-lab", "a100") == "4"
+    # Argo CD knows ember's tree changed and cannot compare it with ember: neither Synced at the new commit.
+    sync = application(platform, "ember")["status"]["sync"]
+    assert not (sync.get("status") == "Synced" and sync.get("revision") == revision), sync
+    while_cut = f"{sync.get('status')}: " + "; ".join(
+        c.get("message", "")[:200] for c in application(platform, "ember")["status"].get("conditions") or [])
+
+    platform.reconnect("ember")
+    back = time.monotonic()
+    poll(lambda: conditions(manager.get(KUEUE, "MultiKueueCluster", "ember"))["Active"]["status"] == "True",
+         USUAL, "MultiKueueCluster ember Active again")
+    active_after = time.monotonic() - back
+    argo.refresh()
+    argo.wait_applications({application(platform, "ember")["metadata"]["name"]}, USUAL * 4, revision,
+                           check=platform.check_running)
+    resynced_after = time.monotonic() - back
+    assert gpu_quota(ember, "vision-lab", "a100") == "8"
+    # The job goes back to ember, the only worker with its class, and runs there; flame never admitted it.
+    watch_trainjobs(platform, [(namespace, name)], lambda tj: check_state(workload(manager, namespace, name))
+                           .get("state") == "Ready" and conditions(workload(manager, namespace, name)).get(
+                               "PodsReady", {}).get("status") == "True", f"TrainJob {namespace}/{name} on ember again")
+    assert workload(manager, namespace, name)["status"]["clusterName"] == "ember"
+    assert not [p for p in flame.list("v1", "Pod", namespace) if name in p["metadata"]["name"]], \
+        "a pod of the job on flame, which has no A100"
+    platform.timings["ember cut off: its MultiKueueCluster inactive"] = inactive_after
+    platform.timings[f"its job evicted (workerLostTimeout {lost_timeout:.0f}s)"] = evicted_after
+    platform.timings["ember back: MultiKueueCluster Active"] = active_after
+    platform.timings["ember back: its Application Synced at the new revision"] = resynced_after
+    print(f"\nArgo CD on ember's Application while ember was cut off: {while_cut}")
+
+
+def gpu_quota(admin: Client, queue: str, flavor: str) -> str | None:
+    """The ClusterQueue's nominal quota of GPUs in the flavor."""
+    for group in admin.get(KUEUE, "ClusterQueue", queue)["spec"]["resourceGroups"]:
+        for f in group["flavors"]:
+            if f["name"] == flavor:
+                return next((str(r["nominalQuota"]) for r in f["resources"] if r["name"].endswith("/gpu")), None)
+    return None
 
 
 def workload_copy(admin: Client, namespace: str, name: str) -> dict | None:

@@ -1,7 +1,8 @@
-// Argo CD's application controller and repo-server in one binary, for the simulated FLAME.
+// Argo CD's application controller, repo-server and ApplicationSet controller in one binary, for the
+// simulated clusters.
 //
 // Upstream's cmd/main.go links every component (API server, Dex, notifications, the CLI, ...);
-// this main links only the two a sync needs, which keeps the cold build inside CI's budget.
+// this main links only the three a sync of several clusters needs, which keeps the cold build inside CI's budget.
 // Like upstream, argv[0] or ARGOCD_BINARY_NAME picks the component.
 package main
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	appcontroller "github.com/argoproj/argo-cd/v3/cmd/argocd-application-controller/commands"
+	appsetcontroller "github.com/argoproj/argo-cd/v3/cmd/argocd-applicationset-controller/commands"
 	reposerver "github.com/argoproj/argo-cd/v3/cmd/argocd-repo-server/commands"
 	"github.com/argoproj/argo-cd/v3/common"
 	"github.com/argoproj/argo-cd/v3/util/log"
@@ -25,7 +27,7 @@ func init() {
 
 func main() {
 	// Upstream's main calls grpc.DisableSRVLookups() here, which panics unless gRPC's grpclb balancer is linked
-	// (its init turns SRV lookups on). These two commands do not link it, so SRV lookups are already off.
+	// (its init turns SRV lookups on). These three commands do not link it, so SRV lookups are already off.
 	name := filepath.Base(os.Args[0])
 	if v := os.Getenv("ARGOCD_BINARY_NAME"); v != "" {
 		name = v
@@ -36,9 +38,11 @@ func main() {
 		command = appcontroller.NewCommand()
 	case common.CommandRepoServer:
 		command = reposerver.NewCommand()
+	case common.CommandApplicationSetController:
+		command = appsetcontroller.NewCommand()
 	default:
-		fmt.Fprintf(os.Stderr, "argocd: set ARGOCD_BINARY_NAME to %s or %s (got %q)\n",
-			common.CommandApplicationController, common.CommandRepoServer, name)
+		fmt.Fprintf(os.Stderr, "argocd: set ARGOCD_BINARY_NAME to %s, %s or %s (got %q)\n",
+			common.CommandApplicationController, common.CommandRepoServer, common.CommandApplicationSetController, name)
 		os.Exit(2)
 	}
 	if err := command.Execute(); err != nil {

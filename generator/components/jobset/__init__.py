@@ -25,5 +25,5 @@ FACTS = ComponentFacts(
     # The module's root package is its controller's main.
     tools=(Tool("jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset"),),
     # Several clusters: the workers run the jobs.
-    simulation=Simulation((Process("controller", "jobset"),), roles=("worker",)),
+    simulation=Simulation((Process("controller", "jobset"),)),
     values=values)

@@ -27,6 +27,6 @@ FACTS = ComponentFacts(
     tools=(Tool("kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue",
                 "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}"),),
     # Several clusters: MultiKueue on the manager, the workers' own Kueue admitting what it dispatches.
-    simulation=Simulation((Process("controller-manager", "kueue"),), roles=("manager", "worker")),
+    simulation=Simulation((Process("controller-manager", "kueue"),)),
     when_down=WEBHOOKS_DOWN,
     settings=KueueComponent, values=values)

@@ -46,8 +46,6 @@ FACTS = ComponentFacts(
                                                    "policies; the platform's policies are admission-time only)"),
                  ("kyverno-reports-controller", "Kyverno's reports controller (policy reports)")),
         # Its post-upgrade migration, which Argo CD runs as a PostSync hook, is its CLI.
-        hook_images=(("kyverno-cli", "kyverno"),),
-        # Not run on several clusters: its admission is proven by the simulated FLAME and the policy tier.
-        roles=(), tree_crds_only=True),
+        hook_images=(("kyverno-cli", "kyverno"),)),
     when_down=WEBHOOKS_DOWN,
     settings=KyvernoComponent, values=values)

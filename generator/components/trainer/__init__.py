@@ -29,6 +29,6 @@ FACTS = ComponentFacts(
                 "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"),),
     # Several clusters: on the manager too, whose webhook judges the researcher's TrainJob and whose controller
     # must leave a job MultiKueue manages alone.
-    simulation=Simulation((Process("controller-manager", "trainer"),), roles=("manager", "worker")),
+    simulation=Simulation((Process("controller-manager", "trainer"),)),
     when_down=WEBHOOKS_DOWN,
     values=values)

@@ -4,6 +4,7 @@
 //
 //	projectcheck < input.json      (exit 0: clean; 1: violations, one line each on stdout; 2: bad input)
 //	projectcheck expand < appset.json   (the Applications an ApplicationSet generates, as a JSON list)
+//	projectcheck health < health.json   (each object's health by the health checks of an argocd-cm, as a JSON list)
 //
 // input.json:
 //
@@ -36,15 +37,26 @@
 // controller registers (applicationset/generators, applicationset/utils), without a Kubernetes client: the list
 // generator needs none.
 //
+// `health` reads {"configMap": <argocd-cm>, "objects": [<object>...]} and prints [{"status", "message"}...], one per
+// object: argocd-cm read by Argo CD's settings manager (util/settings GetResourceOverrides, from a fake clientset
+// holding only that ConfigMap), each object's health override run by Argo CD's Lua VM
+// (util/lua ResourceHealthOverrides.GetResourceHealth: the libraries the controller opens, no more). An object
+// without an override in that ConfigMap gets {"status": ""}: this program judges the ConfigMap's checks only.
+//
 // Each line is prefixed by the Application's name and, for an object, "Kind namespace/name" (or "Kind name" for a
 // cluster-scoped object), so a test can name what is wrong.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -54,6 +66,8 @@ import (
 	"github.com/argoproj/argo-cd/v3/applicationset/generators"
 	"github.com/argoproj/argo-cd/v3/applicationset/utils"
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	argolua "github.com/argoproj/argo-cd/v3/util/lua"
+	"github.com/argoproj/argo-cd/v3/util/settings"
 )
 
 type object struct {
@@ -195,10 +209,60 @@ func expand() {
 	fmt.Println(string(out))
 }
 
+type healthInput struct {
+	ConfigMap corev1.ConfigMap            `json:"configMap"`
+	Objects   []unstructured.Unstructured `json:"objects"`
+}
+
+type healthResult struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// health prints each object's health by the ConfigMap's health checks; a failing check exits 1.
+func health() {
+	var in healthInput
+	dec := json.NewDecoder(os.Stdin)
+	if err := dec.Decode(&in); err != nil {
+		fmt.Fprintf(os.Stderr, "projectcheck: reading the health input: %v\n", err)
+		os.Exit(2)
+	}
+	const namespace = "argocd"
+	in.ConfigMap.Name, in.ConfigMap.Namespace = "argocd-cm", namespace
+	in.ConfigMap.Labels = map[string]string{"app.kubernetes.io/part-of": "argocd"}
+	client := fake.NewClientset(&in.ConfigMap)
+	overrides, err := settings.NewSettingsManager(context.Background(), client, namespace).GetResourceOverrides()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "projectcheck: the ConfigMap's resource overrides: %v\n", err)
+		os.Exit(1)
+	}
+	out := []healthResult{}
+	for i := range in.Objects {
+		status, err := argolua.ResourceHealthOverrides(overrides).GetResourceHealth(&in.Objects[i])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "projectcheck: health of %s %s: %v\n", in.Objects[i].GetKind(),
+				in.Objects[i].GetName(), err)
+			os.Exit(1)
+		}
+		if status == nil {
+			out = append(out, healthResult{})
+			continue
+		}
+		out = append(out, healthResult{Status: string(status.Status), Message: status.Message})
+	}
+	data, _ := json.Marshal(out)
+	fmt.Println(string(data))
+}
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "expand" {
 		log.SetOutput(os.Stderr)
 		expand()
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "health" {
+		log.SetOutput(os.Stderr)
+		health()
 		return
 	}
 	var in input
