@@ -1,10 +1,11 @@
 """How long the simulated platform of several clusters takes to come up, and how much memory it holds.
 
-Starts simulation/several_clusters.py (a manager and two workers: tests/support/inventories.platform_data())
-from an empty directory `--runs` times. While it starts, and for `--hold` seconds after (its controllers settle),
-it samples every 0.5 s the resident memory (RSS, from /proc) of every process it started, and prints per run the
-harness's phases, the peak of the sum over all processes, and that peak per kind of process (etcd,
-kube-apiserver, kueue, ...). The processes it starts are stopped by it, also on Ctrl-C.
+Starts simulation/several_clusters.py (a manager and two workers: tests/support/inventories.platform_data(),
+delivered by the real Argo CD) from an empty directory `--runs` times. While it starts, and for `--hold` seconds
+after (its controllers settle), it samples every 0.5 s the resident memory (RSS, from /proc) of every process it
+started, and prints per run the harness's phases, the machine's CPU-seconds over the start, the peak of the sum over
+all processes, and that peak per kind of process (etcd, kube-apiserver, kueue, ...). The processes it starts are
+stopped by it, also on Ctrl-C.
 
     .venv/bin/python -m benchmarks.clusters_start [--runs N] [--hold SECONDS] [--work DIR] [--write-readme]
 
@@ -83,14 +84,30 @@ class Sampler(threading.Thread):
         self.join()
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time the whole machine has spent (user, nice, system, irq, softirq), from /proc/stat."""
+    fields = pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    return sum(int(fields[i]) for i in (0, 1, 2, 5, 6)) / os.sysconf("SC_CLK_TCK")
+
+
+# The start's phases (simulation/several_clusters.py timings), as the table names them; a cluster's name is when its
+# Kubernetes was ready.
+PHASES = {"argocd": "Argo CD running, with access to the workers",
+          "workers synced": "every Application Synced and Healthy but the manager's tree",
+          "synced": "every Application Synced and Healthy",
+          "connected": "MultiKueue connected to both workers"}
+
+
 def one_run(work: pathlib.Path, hold: float) -> tuple[dict[str, float], float, dict[str, float]]:
     inventory_file = work / "platform.yaml"
     inventory_file.write_text(to_text(platform_data()))
     sampler = Sampler()
     sampler.start()
     platform = None
+    cpu0 = machine_cpu_seconds()
     try:
         platform = several_clusters.start_clusters(work / "run", inventory_file, log=lambda line: None)
+        platform.timings["cpu"] = machine_cpu_seconds() - cpu0
         time.sleep(hold)
     finally:
         sampler.finish()
@@ -115,7 +132,7 @@ def main(argv: list[str]) -> int:
         peaks.append(peak)
         all_timings.append(timings)
         all_by_name.append(by_name)
-        print(f"run {run + 1}: " + ", ".join(f"{k} at {v:.1f}s" for k, v in timings.items())
+        print(f"run {run + 1}: " + ", ".join(f"{k} at {v:.1f}s" for k, v in timings.items() if k != "cpu")
               + f"; peak RSS {peak / 1000:.2f} GB")
         print("  peak RSS by process (MB, summed over its copies): " + ", ".join(
             f"{name} {mb:.0f}" for name, mb in sorted(by_name.items(), key=lambda kv: -kv[1]) if mb >= 10))
@@ -125,8 +142,10 @@ def main(argv: list[str]) -> int:
              f"{args.runs} start(s), medians; memory sampled every 0.5 s over the start and {args.hold:.0f} s after.",
              "",
              "| figure | value |", "|---|---:|"]
-    lines += [f"| {'MultiKueue connected' if phase == 'connected' else phase + ' ready'} at | "
-              f"{median([t[phase] for t in all_timings if phase in t]):.1f} s |" for phase in all_timings[0]]
+    lines += [f"| {PHASES.get(phase, phase + ': Kubernetes ready')} at | "
+              f"{median([t[phase] for t in all_timings if phase in t]):.1f} s |"
+              for phase in all_timings[0] if phase != "cpu"]
+    lines.append(f"| CPU-seconds of the machine over the start | {median([t['cpu'] for t in all_timings]):,.0f} s |")
     lines.append(f"| **peak RSS, every process it started** | **{median(peaks) / 1000:.2f} GB** |")
     names = {name for by_name in all_by_name for name in by_name}
     peak_by_name = {name: median([by_name.get(name, 0.0) for by_name in all_by_name]) for name in names}
