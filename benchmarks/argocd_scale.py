@@ -35,13 +35,12 @@ import os
 import pathlib
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 
 import yaml
 
-from benchmarks.common import conditions, write_readme
+from benchmarks.common import MemorySampler, conditions, cpu_seconds, resident_mb, write_readme
 from generator.inventory.load import load_inventory
 from generator.inventory.naming import GPUGEN_PROJECT, project_name
 from generator.layout import KUSTOMIZATION_FILE, SITE_SETTINGS_FOLDER
@@ -56,8 +55,6 @@ from simulation.waiting import STALL
 from tests.support import synth
 
 BEGIN, END = "<!-- argocd_scale -->", "<!-- /argocd_scale -->"
-PAGE = os.sysconf("SC_PAGE_SIZE")
-TICKS = os.sysconf("SC_CLK_TCK")
 COMPARE_OPTIONS = "argocd.argoproj.io/compare-options"
 # Seconds between two looks at the Applications: each look reads every Application's status, which lists each of its
 # objects (megabytes at national scale); looking every second took a third of a core from what is measured.
@@ -102,38 +99,13 @@ class Result:
     peak_mb: dict[str, float] = field(default_factory=dict)             # process -> peak RSS
 
 
-class Sampler(threading.Thread):
-    """Peak RSS per named process, every 0.5 s; CPU-seconds read on demand."""
+def named_memory(pids: dict[str, int]):
+    """A sample of each named process's resident MB (MemorySampler)."""
+    return lambda: {name: mb for name, pid in pids.items() if (mb := resident_mb(pid)) is not None}
 
-    def __init__(self, pids: dict[str, int]):
-        super().__init__(daemon=True)
-        self.pids = pids
-        self.peak: dict[str, float] = collections.defaultdict(float)
-        self._done = threading.Event()
 
-    def run(self):
-        while not self._done.is_set():
-            for name, pid in self.pids.items():
-                try:
-                    resident = int(pathlib.Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 1e6
-                except (OSError, IndexError, ValueError):
-                    continue
-                self.peak[name] = max(self.peak[name], resident)
-            self._done.wait(0.5)
-
-    def cpu(self) -> dict[str, float]:
-        out = {}
-        for name, pid in self.pids.items():
-            try:
-                fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            out[name] = (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-        return out
-
-    def finish(self):
-        self._done.set()
-        self.join()
+def named_cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {name: seconds for name, pid in pids.items() if (seconds := cpu_seconds(pid)) is not None}
 
 
 def inventory_text(case: Case) -> str:
@@ -222,9 +194,9 @@ def run_case(case: Case, work: pathlib.Path, log, periodic_up_to: int) -> Result
                                             **(settings_env(repo.checkout / "bootstrap") if case.site_settings
                                                else {})})
         by_name = {p.name: p.popen.pid for p in procs.started}
-        sampler = Sampler({**{name: by_name[name] for name in ("argocd-application-controller", "argocd-repo-server",
-                                                                 "redis", "kube-apiserver", "etcd")},
-                           HARNESS: os.getpid()})
+        pids = {**{name: by_name[name] for name in ("argocd-application-controller", "argocd-repo-server", "redis",
+                                                    "kube-apiserver", "etcd")}, HARNESS: os.getpid()}
+        sampler = MemorySampler(named_memory(pids))
         sampler.start()
 
         # The README's bootstrap for what this benchmark runs: argocd-cm's patch, then the tree's project and
@@ -244,13 +216,13 @@ def run_case(case: Case, work: pathlib.Path, log, periodic_up_to: int) -> Result
         names = {obj["metadata"]["name"] for obj in ours if obj["kind"] == "Application"}
 
         def phase(label: str, act, revision_of):
-            before = sampler.cpu()
+            before = named_cpu(pids)
             start = time.monotonic()
             revision = act()
             argo.wait_applications(names, CHANGE_USUAL if result.phases else FROM_EMPTY_USUAL, revision_of(revision),
                                    refusal_lasts=STALL, interval=POLL)
             result.phases[label] = time.monotonic() - start
-            after = sampler.cpu()
+            after = named_cpu(pids)
             result.cpu[label] = {name: after[name] - before.get(name, 0.0) for name in after}
             log(f"  {label}: {result.phases[label]:.1f} s; CPU-seconds "
                 + ", ".join(f"{name} {seconds:.0f}" for name, seconds in result.cpu[label].items()))

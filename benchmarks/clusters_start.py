@@ -20,16 +20,14 @@ import pathlib
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
-from benchmarks.common import conditions, median, write_readme
+from benchmarks.common import TICKS, MemorySampler, conditions, median, resident_mb, write_readme
 from simulation import several_clusters
 from tests.support.inventories import platform_data, to_text
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
 BEGIN, END = "<!-- clusters_start -->", "<!-- /clusters_start -->"
 
 
@@ -57,37 +55,18 @@ def sample() -> dict[str, float]:
     for pid in descendants(os.getpid()):
         try:
             name = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
-            resident = int(pathlib.Path(f"/proc/{pid}/statm").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
+        except OSError:
             continue
-        out[name.split("-v")[0].rstrip("-")] += resident * PAGE / 1e6
+        mb = resident_mb(pid)
+        if mb is not None:
+            out[name.split("-v")[0].rstrip("-")] += mb
     return out
-
-
-class Sampler(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak_total = 0.0
-        self.peak_by_name: dict[str, float] = collections.defaultdict(float)
-        self._done = threading.Event()
-
-    def run(self):
-        while not self._done.is_set():
-            by_name = sample()
-            self.peak_total = max(self.peak_total, sum(by_name.values()))
-            for name, mb in by_name.items():
-                self.peak_by_name[name] = max(self.peak_by_name[name], mb)
-            self._done.wait(0.5)
-
-    def finish(self):
-        self._done.set()
-        self.join()
 
 
 def machine_cpu_seconds() -> float:
     """CPU time the whole machine has spent (user, nice, system, irq, softirq), from /proc/stat."""
     fields = pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    return sum(int(fields[i]) for i in (0, 1, 2, 5, 6)) / os.sysconf("SC_CLK_TCK")
+    return sum(int(fields[i]) for i in (0, 1, 2, 5, 6)) / TICKS
 
 
 # The start's phases (simulation/several_clusters.py timings), as the table names them; a cluster's name is when its
@@ -101,7 +80,7 @@ PHASES = {"argocd": "Argo CD running, with access to the workers",
 def one_run(work: pathlib.Path, hold: float) -> tuple[dict[str, float], float, dict[str, float]]:
     inventory_file = work / "platform.yaml"
     inventory_file.write_text(to_text(platform_data()))
-    sampler = Sampler()
+    sampler = MemorySampler(sample)
     sampler.start()
     platform = None
     cpu0 = machine_cpu_seconds()
@@ -113,7 +92,7 @@ def one_run(work: pathlib.Path, hold: float) -> tuple[dict[str, float], float, d
         sampler.finish()
         if platform is not None:
             platform.stop()
-    return platform.timings, sampler.peak_total, dict(sampler.peak_by_name)
+    return platform.timings, sampler.peak_total, dict(sampler.peak)
 
 
 def main(argv: list[str]) -> int:

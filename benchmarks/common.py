@@ -4,6 +4,7 @@ benchmark's own section of benchmarks/README.md."""
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
@@ -11,7 +12,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +28,49 @@ PYTHON = sys.executable
 
 
 README = HERE / "README.md"
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def resident_mb(pid: int) -> float | None:
+    """The process's resident memory (RSS) in MB (10^6 bytes), from /proc; None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 1e6
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The process's CPU time so far (user + system), from /proc; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class MemorySampler(threading.Thread):
+    """Every 0.5 s, `sample()` (name -> resident MB): the peak per name and the peak of their sum."""
+
+    def __init__(self, sample: Callable[[], dict[str, float]]):
+        super().__init__(daemon=True)
+        self.sample = sample
+        self.peak: dict[str, float] = collections.defaultdict(float)
+        self.peak_total = 0.0
+        self._done = threading.Event()
+
+    def run(self):
+        while not self._done.is_set():
+            by_name = self.sample()
+            self.peak_total = max(self.peak_total, sum(by_name.values()))
+            for name, mb in by_name.items():
+                self.peak[name] = max(self.peak[name], mb)
+            self._done.wait(0.5)
+
+    def finish(self):
+        self._done.set()
+        self.join()
 
 
 @dataclass

@@ -28,7 +28,7 @@ class Refused(ValueError):
     """The asked pins cannot be taken; the message says why."""
 
 
-def _minor(version: str) -> tuple[int, int]:
+def minor(version: str) -> tuple[int, int]:
     match = RELEASE.fullmatch(version)
     if not match:
         raise Refused(f"{version!r} is not a release (vX.Y.Z)")
@@ -39,9 +39,9 @@ def moved_pins(current: dict[str, str], kubernetes: str, etcd: str) -> dict[str,
     """The pins that change when `kubernetes` with `etcd` is taken: a newer minor than the newest shifts the newest
     to the previous line; a release of the newest's or the previous' minor replaces that line; anything else (an
     older minor, a release older than the one pinned) is refused."""
-    _minor(etcd)
-    wanted = _minor(kubernetes)
-    newest, previous = _minor(current[NEWEST[0]]), _minor(current[PREVIOUS[0]])
+    minor(etcd)
+    wanted = minor(kubernetes)
+    newest, previous = minor(current[NEWEST[0]]), minor(current[PREVIOUS[0]])
     if wanted > newest:
         if wanted[0] == newest[0] and wanted[1] != newest[1] + 1:
             raise Refused(f"{kubernetes} skips a minor after {current[NEWEST[0]]}: take the minors in order")

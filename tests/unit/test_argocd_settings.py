@@ -64,17 +64,24 @@ def _key(obj: dict) -> tuple[str, str]:
     return obj["kind"], obj["metadata"]["name"]
 
 
+@pytest.fixture(scope="module")
+def bare_install(tmp_path_factory) -> dict[tuple[str, str], dict]:
+    """Argo CD's install manifest as kustomize renders it without the Component (once for every case)."""
+    return {_key(obj): obj for obj in kustomized(None, tmp_path_factory.mktemp("bare"))}
+
+
 @pytest.mark.parametrize(("applications", "processors"), [
     pytest.param(2, None, id="a few Applications: processors left at Argo CD's defaults"),
     pytest.param(40, 45, id="more gpugen Applications than processors"),
 ])
-def test_the_settings_apply_to_argo_cds_own_installation_and_change_nothing_else(applications, processors, tmp_path):
+def test_the_settings_apply_to_argo_cds_own_installation_and_change_nothing_else(applications, processors, tmp_path,
+                                                                                 bare_install):
     files = bootstrap(applications)
     component = files[SETTINGS]
     # Every Application this Argo CD syncs of gpugen's: the root, the components', the tree's folders.
     synced = sum(1 for path in files if "/argocd/application/" in path)
     assert (processors is None) == (synced <= DEFAULT_OPERATION_PROCESSORS)
-    before = {_key(obj): obj for obj in kustomized(None, tmp_path / "bare")}
+    before = bare_install
     after = {_key(obj): obj for obj in kustomized(component, tmp_path / "patched")}
     assert before.keys() == after.keys()
     changed = {key for key in before if before[key] != after[key]}

@@ -13,6 +13,7 @@ from simulation.argocd_local import ARGOCD_MODULE
 from simulation.go_tools import module_dir
 from simulation.pins import KUBERNETES_LINES, NEWEST, PREVIOUS
 from tests.support import REPO
+from tools.kubernetes_pins import minor
 
 DOC = REPO / "docs" / "kubernetes.md"
 
@@ -43,14 +44,9 @@ def test_the_client_library_is_the_one_the_pinned_module_requires(component):
     assert required[1] == documented, f"docs/kubernetes.md says {component} is built on client-go {documented}"
 
 
-def _minor(version: str) -> tuple[int, int]:
-    major, minor, _ = version.removeprefix("v").split(".")
-    return int(major), int(minor)
-
-
 def test_the_lines_are_two_consecutive_minors():
     assert [line.name for line in KUBERNETES_LINES] == ["newest", "previous"]
-    newest, previous = _minor(NEWEST.version), _minor(PREVIOUS.version)
+    newest, previous = minor(NEWEST.version), minor(PREVIOUS.version)
     assert newest == (previous[0], previous[1] + 1)
 
 
@@ -61,4 +57,4 @@ def test_each_line_runs_on_the_etcd_its_release_is_tested_with(line):
     client = re.search(r"^\s*go\.etcd\.io/etcd/client/v3 (v\S+)", go_mod, re.MULTILINE)
     assert client, "k8s.io/kubernetes requires no etcd client"
     etcd = pins()[line.etcd_pin]
-    assert _minor(client[1]) == _minor(etcd), f"Kubernetes {line.version} is built on etcd {client[1]}, pinned {etcd}"
+    assert minor(client[1]) == minor(etcd), f"Kubernetes {line.version} is built on etcd {client[1]}, pinned {etcd}"
