@@ -27,7 +27,7 @@ from generator.tree import render_trees
 from simulation import argo_sync
 from simulation.cluster import CLUSTER_TOOLS, require_tools, start_kubernetes
 from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, chart_objects
-from simulation.flame import (MONITORING_TOOLS, NOT_RUN, Researcher, onboard_research_namespaces,
+from simulation.flame import (MONITORING_TOOLS, NOT_RUN, admission_policies, Researcher, onboard_research_namespaces,
                               platform_containers, researcher_identities, stop_cluster, wait_kueue_webhook,
                               wait_policies_live)
 from simulation.kube import Client, SyncApi, poll
@@ -163,9 +163,7 @@ def start_accelerator_cluster(work: pathlib.Path, inventory_file: pathlib.Path, 
         if result.phase != "Succeeded":
             raise ComponentFailed(f"the tree: {result.phase} {result.message} {result.waiting_on}")
         onboard_research_namespaces(admin, inventory)
-        policies = [o for o in tree if o["apiVersion"].startswith("policies.kyverno.io/")
-                    and o["kind"] in ("ValidatingPolicy", "MutatingPolicy")]
-        wait_policies_live(admin, policies, None)
+        wait_policies_live(admin, admission_policies(tree), None)
         wait_kueue_webhook(admin, inventory, None)
         prometheus = start_prometheus(work, procs, k8s.plane, tree, inventory, net)
         ledger = WorkloadLedger(admin, inventory).start()

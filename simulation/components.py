@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import pathlib
+from collections.abc import Iterable
 
 from generator.builders.bootstrap import COMPONENT_LABEL
 from generator.components import COMPONENTS
@@ -48,11 +49,15 @@ def chart_objects(application: dict) -> list[dict]:
 
 
 def component_applications(bootstrap: pathlib.Path) -> list[dict]:
-    """The component Applications of a rendered bootstrap/ tree, in sync-wave order. A component whose folder says
-    the simulations do not run it (facts.NotSimulated) stops the simulation here, saying why."""
+    """The component Applications of a rendered bootstrap/ tree, in sync-wave order (component_applications_of)."""
+    return component_applications_of(manifests.load_one(f) for f in sorted(bootstrap.rglob("*.yaml")))
+
+
+def component_applications_of(objects: Iterable[dict]) -> list[dict]:
+    """The component Applications among a render's bootstrap objects, in sync-wave order. A component whose folder
+    says the simulations do not run it (facts.NotSimulated) stops the simulation here, saying why."""
     apps = []
-    for f in sorted(bootstrap.rglob("*.yaml")):
-        obj = manifests.load_one(f)
+    for obj in objects:
         if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
             facts = COMPONENTS[obj["metadata"]["labels"][COMPONENT_LABEL]]
             if facts.name not in SIMULATED:

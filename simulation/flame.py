@@ -216,6 +216,13 @@ def researcher_identities(flame_work: pathlib.Path, plane, inventory) -> dict[st
 
 # ---------------------------------------------------------------- readiness of the live webhooks
 
+def admission_policies(objects: list[dict]) -> list[dict]:
+    """Kyverno's admission policies among synced objects (a DeletingPolicy has no webhook and no readiness: the
+    cleanup controller runs it)."""
+    return [o for o in objects if o["apiVersion"].startswith("policies.kyverno.io/")
+            and o["kind"] in ("ValidatingPolicy", "MutatingPolicy")]
+
+
 def wait_policies_live(admin: Client, policies: list[dict], proc, usual=9):
     """Kyverno has built the webhooks of every synced CEL policy (status.conditionStatus.ready, with the
     WebhookConfigured condition) and its resource webhook configurations exist. Kyverno does this asynchronously
@@ -338,10 +345,8 @@ def start_flame(work: pathlib.Path, tree: pathlib.Path | None = None, inventory_
         log(f"Argo CD: {len(names)} Applications Synced and Healthy at {timings['synced']:.1f}s")
 
         onboard_research_namespaces(admin, inventory)
-        # The admission policies (a DeletingPolicy has no webhook and no readiness: the cleanup controller runs it).
         synced = tree_objects(tree)
-        policies = [o for o in synced if o["apiVersion"].startswith("policies.kyverno.io/")
-                    and o["kind"] in ("ValidatingPolicy", "MutatingPolicy")]
+        policies = admission_policies(synced)
         if policies:
             wait_policies_live(admin, policies, None)
         if inventory.cluster.components.kueue.install:

@@ -117,14 +117,14 @@ class PodNetwork:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", int(port)))
         listener.listen(64)
-        f = _Forwarder(self, listener, int(port), connect=lambda: self.connect_inside(int(port)))
+        f = _Forwarder(listener, int(port), connect=lambda: self.connect_inside(int(port)))
         self._forwarders.append(f)
         f.start()
 
     def expose(self, port: int):
         """127.0.0.1:port inside relays to 127.0.0.1:port on the host (a test's server the cluster must reach,
         such as the image registry of the image-architecture policy)."""
-        f = _Forwarder(self, self._listen_inside(port), int(port),
+        f = _Forwarder(self._listen_inside(port), int(port),
                        connect=lambda: socket.create_connection(("127.0.0.1", int(port))))
         self._forwarders.append(f)
         f.start()
@@ -171,10 +171,6 @@ class Link:
         self._forwarder: _Forwarder | None = None
         net._links.append(self)
 
-    @property
-    def up(self) -> bool:
-        return self._forwarder is not None
-
     def cut(self):
         """Every connection through the link closed; new ones refused until restore()."""
         if self._forwarder is not None:
@@ -183,7 +179,7 @@ class Link:
 
     def restore(self):
         if self._forwarder is None:
-            self._forwarder = _Forwarder(self.net, self.net._listen_inside(self.port), self.port,
+            self._forwarder = _Forwarder(self.net._listen_inside(self.port), self.port,
                                          connect=lambda: self.net.connect_inside(self.target))
             self._forwarder.start()
 
@@ -191,9 +187,9 @@ class Link:
 class _Forwarder(threading.Thread):
     """Relays every connection to one port, both ways, until stopped: each accepted connection to `connect()`."""
 
-    def __init__(self, net: PodNetwork, listener: socket.socket, port: int, connect):
+    def __init__(self, listener: socket.socket, port: int, connect):
         super().__init__(name=f"forward-{port}", daemon=True)
-        self.net, self.listener, self.port, self.connect = net, listener, port, connect
+        self.listener, self.port, self.connect = listener, port, connect
         self.selector = selectors.DefaultSelector()
         self._stopping = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()

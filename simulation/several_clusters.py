@@ -9,7 +9,7 @@ manager's Kueue runs MultiKueue with the kubeconfig Secrets made as docs/multi-c
 worker's `multikueue` ServiceAccount, the worker's CA).
 
     platform = start_clusters(work, inventory_file)     # stops what it started on failure
-    try: platform.members["hub"].admin, platform.researchers["vision-lab"], platform.stop_cluster("ember") ...
+    try: platform.members["hub"].admin, platform.researchers["vision-lab"], platform.cut_off("ember") ...
     finally: platform.stop()
 
 Every cluster runs the controllers of every component its Applications install, as a site would (Kyverno's
@@ -27,13 +27,14 @@ import yaml
 from generator.builders.argocd import IN_CLUSTER
 from generator.inventory import clusters as inventory_clusters
 from generator.inventory import load_inventory
+from generator.inventory.naming import cluster_tree_application_name
 from generator.tree import render_trees
-from simulation import argo_sync, manifests
+from simulation import manifests
 from simulation.argocd_local import (ARGOCD_TOOLS, ArgoCD, bootstrap as bootstrap_argocd, cluster_manager_access,
                                      cluster_secret, push_charts, start_argocd, start_git, start_redis, start_registry)
 from simulation.cluster import CLUSTER_TOOLS, require_tools, start_kubernetes
-from simulation.components import COMPONENT_LABEL, COMPONENT_TOOLS, SIMULATED, chart_objects
-from simulation.flame import (HOOK_IMAGES, NOT_RUN, Researcher, expected_applications, hook_images,
+from simulation.components import COMPONENT_TOOLS, chart_objects, component_applications_of
+from simulation.flame import (HOOK_IMAGES, NOT_RUN, Researcher, admission_policies, expected_applications, hook_images,
                               onboard_research_namespaces, platform_containers, researcher_identities,
                               wait_kueue_webhook, wait_policies_live)
 from simulation.kube import Client, conditions, message, poll
@@ -104,10 +105,6 @@ class Platform:
     def manager(self) -> Member:
         return next(m for m in self.members.values() if m.role == "manager")
 
-    def stop_cluster(self, name: str):
-        """The cluster goes away for good: every process of it killed."""
-        self.members[name].stop(grace=0)
-
     def cut_off(self, name: str):
         """The worker's site is cut off from the manager: every connection between them closed, new ones refused.
         The worker itself goes on, as a site does when only its link is down."""
@@ -117,25 +114,33 @@ class Platform:
         self.members[name].link.restore()
 
     def check_running(self):
-        self.site.check_running()
-        for member in self.members.values():
-            member.check_running()
+        check_running(self.site, self.members)
 
     def stop(self):
-        # Argo CD first, then the manager: while a controller still watches a worker, that worker's API server
-        # waits out its whole grace period before it exits.
-        try:
-            self.site.stop()
-            for member in self.members.values():
-                member.stop()
-        finally:
-            self.network.stop()
+        stop_all(self.site, self.members, self.network)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def check_running(site: Processes, members: dict[str, Member]):
+    site.check_running()
+    for member in members.values():
+        member.check_running()
+
+
+def stop_all(site: Processes, members: dict[str, Member], network: PodNetwork):
+    """Argo CD and the site's other processes first, then the clusters, the manager first: while a controller
+    still watches a worker, that worker's API server waits out its whole grace period before it exits."""
+    try:
+        site.stop()
+        for member in members.values():
+            member.stop()
+    finally:
+        network.stop()
 
 
 # ---------------------------------------------------------------- what each cluster gets, from the render
@@ -147,27 +152,14 @@ def cluster_applications(inventory, source: str) -> dict[str, list[dict]]:
     servers = {IN_CLUSTER: inventory_clusters.manager(inventory),
                **{member.server: name for name, member in inventory.clusters.items()}}
     applications: dict[str, list[dict]] = {name: [] for name in inventory.clusters}
-    for content in rendered.bootstrap.values():
-        obj = yaml.safe_load(content)
-        if obj.get("kind") == "Application" and COMPONENT_LABEL in obj["metadata"].get("labels", {}):
-            component = obj["metadata"]["labels"][COMPONENT_LABEL]
-            if component not in SIMULATED:
-                raise LookupError(f"the simulated clusters cannot install {component} (generator/components/"
-                                  f"{component}/ says NotSimulated)")
-            applications[servers[obj["spec"]["destination"]["server"]]].append(obj)
-    for apps in applications.values():
-        apps.sort(key=lambda a: int(a["metadata"]["annotations"][argo_sync.SYNC_WAVE]))
+    for app in component_applications_of(yaml.safe_load(content) for content in rendered.bootstrap.values()):
+        applications[servers[app["spec"]["destination"]["server"]]].append(app)
     return applications
 
 
 def node_inventory(inventory, role: str):
     """Whose nodes a cluster has: a worker its classes' (and a CPU node), the manager the CPU node alone."""
     return inventory.model_copy(update={"classes": {}}) if role == "manager" else inventory
-
-
-def cluster_application_names(inventory) -> dict[str, str]:
-    """Cluster -> the Application the rendered ApplicationSet generates for it (its template's name)."""
-    return {name: f"{inventory.cluster.gitops.applicationName}-{name}" for name in inventory.clusters}
 
 
 # ---------------------------------------------------------------- MultiKueue's credentials, made as documented
@@ -273,13 +265,11 @@ def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) 
 
         bootstrap_argocd(argo)
         expected = (expected_applications(repo.checkout / "bootstrap")
-                    | set(cluster_application_names(inventory).values()))
-        manager_tree = cluster_application_names(inventory)[manager.name]
+                    | {cluster_tree_application_name(inventory, name) for name in members})
+        manager_tree = cluster_tree_application_name(inventory, manager.name)
 
         def check():
-            site.check_running()
-            for member in members.values():
-                member.check_running()
+            check_running(site, members)
         # docs/multi-cluster.md's order: every Application but the manager's tree, which waits at its queues
         # (Progressing) until MultiKueue reaches a worker; onboarding; MultiKueue's credentials; then the manager's.
         argo.wait_applications(expected - {manager_tree}, APPLICATIONS_USUAL, repo.revision, check=check)
@@ -304,17 +294,11 @@ def start_clusters(work: pathlib.Path, inventory_file: pathlib.Path, log=print) 
         log(f"MultiKueue connected to {len(workers)} workers at {timings['connected']:.1f}s")
         for member in members.values():
             tree = manifests.tree_objects(repo.checkout / inventory.cluster.gitops.path / member.name)
-            wait_policies_live(member.admin, [o for o in tree if o["apiVersion"].startswith("policies.kyverno.io/")
-                                              and o["kind"] in ("ValidatingPolicy", "MutatingPolicy")], None)
+            wait_policies_live(member.admin, admission_policies(tree), None)
             wait_kueue_webhook(member.admin, member.inventory, None)
         researchers = researcher_identities(work, manager.plane, inventory)
         return Platform(work, inventory, pathlib.Path(inventory_file), members, researchers, net, timings, argo,
                         site)
     except BaseException:
-        try:
-            site.stop()
-            for member in members.values():  # the manager first, as in Platform.stop
-                member.stop()
-        finally:
-            net.stop()
+        stop_all(site, members, net)
         raise

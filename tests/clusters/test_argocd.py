@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from generator.inventory.naming import cluster_tree_application_name
 from simulation import manifests
 from tests.argocd import projects
 
@@ -26,11 +27,11 @@ def site_application_set(platform) -> dict:
 def test_the_application_set_controller_makes_one_application_per_cluster_as_the_oracle_expands_it(
         platform, tmp_path_factory):
     application_set = site_application_set(platform)
-    gitops = platform.inventory.cluster.gitops
     live = {a["metadata"]["name"]: a for a in platform.argocd.applications()
             if any(ref["kind"] == "ApplicationSet" and ref["name"] == application_set["metadata"]["name"]
                    for ref in a["metadata"].get("ownerReferences", []))}
-    assert set(live) == {f"{gitops.applicationName}-{name}" for name in platform.members}, sorted(live)
+    assert set(live) == {cluster_tree_application_name(platform.inventory, name) for name in platform.members}, \
+        sorted(live)
     expanded = projects.expand_application_set(projects.checker_binary(tmp_path_factory), application_set)
     assert {a["metadata"]["name"] for a in expanded} == set(live)
     for app in expanded:
@@ -45,7 +46,7 @@ def test_each_cluster_holds_its_own_tree_synced_by_its_own_application(platform)
     nothing there is tracked by another cluster's."""
     gitops = platform.inventory.cluster.gitops
     for name, member in platform.members.items():
-        app = f"{gitops.applicationName}-{name}"
+        app = cluster_tree_application_name(platform.inventory, name)
         tree = manifests.tree_objects(platform.argocd.repo.checkout / gitops.path / name)
         assert tree, name
         for obj in tree:

@@ -15,6 +15,7 @@ import time
 import pytest
 import yaml
 
+from generator.inventory.naming import cluster_tree_application_name
 from simulation.cluster import identity_kubeconfig
 from simulation.kube import ApiError, Client, conditions, poll
 from tests.support.inventories import to_text
@@ -151,7 +152,7 @@ def worker_lost_timeout(platform) -> float:
 
 
 def application(platform, cluster: str) -> dict:
-    name = f"{platform.inventory.cluster.gitops.applicationName}-{cluster}"
+    name = cluster_tree_application_name(platform.inventory, cluster)
     return platform.manager.admin.get("argoproj.io/v1alpha1", "Application", name,
                                       platform.inventory.cluster.gitops.applicationNamespace)
 

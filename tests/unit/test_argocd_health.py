@@ -88,6 +88,6 @@ def test_the_reasons_are_kueues_own():
         + (kueue / "pkg" / "controller" / "core" / "localqueue_controller.go").read_text()
     constants = set(re.findall(r'=\s*"([A-Za-z]+)"', source))
     reasons = {c["reason"] for _, _, status, _ in CASES for c in (status or {}).get("conditions", [])}
-    assert reasons <= constants | {"Ready"}, sorted(reasons - constants)
+    assert reasons <= constants, sorted(reasons - constants)
     patch = ARGOCD_CM_PATCH.read_text()
     assert {"AdmissionCheckInactive", "ClusterQueueIsInactive"} <= {r for r in reasons if f'"{r}"' in patch}
